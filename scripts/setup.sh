@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Install CoworkEnv and everything it needs into ./.venv (idempotent; a fresh machine needs only python3 >= 3.10).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then "$PY" -m venv .venv; fi
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
+# torch first, pinned to the CPU wheel; the same constraint applies to every later install
+.venv/bin/pip install -q -c constraints.txt "torch==2.13.0" 2>&1 | grep -v "^WARNING: Location" || true
+.venv/bin/pip install -q -c constraints.txt -e ".[models,dev]" 2>&1 | grep -v "^WARNING: Location" || true
+.venv/bin/python -c "import torch, transformers, coworkenv; assert torch.__version__.startswith('2.13.0'), torch.__version__" \
+  || { echo "setup failed: see pip output above" >&2; exit 1; }
+echo "setup: ok (.venv, torch $(.venv/bin/python -c 'import torch; print(torch.__version__)'))"
