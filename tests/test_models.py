@@ -250,8 +250,10 @@ def test_server_malformed_requests(tiny_server):
     assert httpx.post(url, json=ok | {"bogus_field": 1}, timeout=30).status_code == 422
     assert httpx.post(url, json=ok | {"model": "someone/else"}, timeout=30).status_code == 400
     client = tiny_server.client(max_retries=0)
-    with pytest.raises(openai.BadRequestError, match="pinned"):
+    with pytest.raises(openai.BadRequestError) as e:
         client.chat.completions.create(model="someone/else", messages=ok["messages"], max_tokens=2)
+    # FastAPI's {"detail": ...} body, not OpenAI's {"error": {...}}: the SDK message is just "Error code: 400"
+    assert "pinned" in e.value.response.json()["detail"]
     # the server survived all of that
     assert tiny_server.process.poll() is None
     assert httpx.get(tiny_server.url + "/health").status_code == 200
@@ -278,13 +280,22 @@ def test_serve_stops_on_exception(tiny_model_path):
     assert not _port_open(port) and not log.exists()
 
 
-def test_serve_failure_reports_log(tmp_path):
-    with pytest.raises(RuntimeError, match="exited with code") as e:
-        with serve_model(tmp_path, timeout=120):
-            pass
-    assert str(tmp_path) in str(e.value) and "last log lines" in str(e.value)
+def test_serve_failure_reports_log(tiny_model_path):
+    with socket.socket() as busy:  # the port is taken: the server loads, fails to bind and exits
+        busy.bind(("127.0.0.1", 0)); busy.listen()
+        with pytest.raises(RuntimeError, match="exited with code") as e:
+            with serve_model(tiny_model_path, port=busy.getsockname()[1], timeout=120):
+                pass
+    msg = str(e.value)
+    assert str(tiny_model_path) in msg and "last log lines" in msg and "address already in use" in msg.lower(), msg
+
+
+def test_serve_bad_path(tmp_path):
     with pytest.raises(FileNotFoundError, match="/no/such/model"):
         with serve_model("/no/such/model"):
+            pass
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        with serve_model(tmp_path):
             pass
 
 
