@@ -60,11 +60,13 @@ from coworkenv.workspace import http_app
 uvicorn.run(http_app(bench_workspace()), host='127.0.0.1', port={port}, log_level='warning', access_log=False)
 """
 
-def over_http(n):
+def over_http(n, server_core=None):
+    "Calls/s over HTTP; the server runs on `server_core` (None: the benchmark's own core, shared with the client)."
     import httpx
     port = free_port()
     code = SERVER.format(root=str(ROOT), benchdir=str(Path(__file__).resolve().parent), port=port)
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    pre = (lambda: os.sched_setaffinity(0, {server_core})) if server_core is not None else None
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=pre)
     try:
         ws = bench_workspace()
         eps = {t: ws.routes[t][1].tool_defs()[t].endpoint for t, _ in CALLS}
@@ -82,12 +84,14 @@ def over_http(n):
     finally:
         proc.terminate(); proc.wait(10)
 
-def env_steps(n):
-    spec = load_spec(SPEC); env = CoworkEnv(spec, max_turns=n + 10); env.reset()
-    tool = spec.tools[0]
-    args = next(s.args for s in spec.solution if s.kind == 'call' and s.tool == tool) if any(s.tool == tool for s in spec.solution) else {}
-    msg = Message(role='assistant', tool_calls=[ToolCall(id="c", name=tool, arguments=args)])
-    return rate(lambda i: env.step(msg), n), tool
+def env_steps(n, episode=10):
+    "Steps/s of CoworkEnv.step, one contacts_get call per message, in episodes of `episode` turns (reset included)."
+    spec = load_spec(SPEC); env = CoworkEnv(spec)
+    msg = Message(role='assistant', tool_calls=[ToolCall(id="c", name="contacts_get", arguments={"contact_id": "c2"})])
+    def one(i):
+        if i % episode == 0: env.reset()
+        env.step(msg)
+    return rate(one, n), "contacts_get"
 
 def reset_times(reps=2000):
     spec = load_spec(SPEC)
@@ -118,17 +122,22 @@ if __name__ == "__main__":
     ap.add_argument("--calls", type=int, default=20000); ap.add_argument("--http-calls", type=int, default=2000)
     ap.add_argument("--envs", type=int, default=200)
     a = ap.parse_args()
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
     pin_one_core()
     ip = in_process(a.calls)
     hp = over_http(a.http_calls)
+    hp2 = over_http(a.http_calls, server_core=cores[-1]) if len(cores) > 1 else None
     st, st_tool = env_steps(min(a.calls, 5000))
     wr, er = reset_times()
     mem, spec_bytes = memory_per_env(a.envs)
-    print(f"{'tool':24s} {'in-process calls/s':>20s} {'HTTP calls/s':>14s} {'ratio':>8s}")
-    for name, _ in CALLS:
-        print(f"{name:24s} {ip[name]:20,.0f} {hp[name]:14,.0f} {ip[name] / hp[name]:8.0f}x")
-    print(f"{'mean':24s} {statistics.mean(ip.values()):20,.0f} {statistics.mean(hp.values()):14,.0f} "
-          f"{statistics.mean(ip.values()) / statistics.mean(hp.values()):8.0f}x")
-    print(f"CoworkEnv.step with one {st_tool} call (checks tracked each turn): {st:,.0f} steps/s")
+    print("HTTP A: FastAPI+uvicorn server and httpx keep-alive client share the benchmark's core;"
+          " HTTP B: the server has a core of its own")
+    print(f"{'tool':20s} {'in-process/s':>13s} {'HTTP A/s':>9s} {'ratio A':>8s} {'HTTP B/s':>9s} {'ratio B':>8s}")
+    rows = [(name, ip[name], hp[name], hp2[name] if hp2 else float('nan')) for name, _ in CALLS]
+    rows.append(("mean", statistics.mean(ip.values()), statistics.mean(hp.values()),
+                 statistics.mean(hp2.values()) if hp2 else float('nan')))
+    for name, i, h, h2 in rows:
+        print(f"{name:20s} {i:13,.0f} {h:9,.0f} {i / h:7.0f}x {h2:9,.0f} {i / h2:7.0f}x")
+    print(f"CoworkEnv.step with one {st_tool} call, 10-turn episodes incl. reset, all checks tracked each turn: {st:,.0f} steps/s")
     print(f"reset(): workspace {wr:.1f} us, environment {er:.1f} us  (spec {SPEC.name})")
     print(f"memory per live environment: {mem / 1024:.1f} KB over {a.envs} environments (spec JSON {spec_bytes / 1024:.1f} KB)")

@@ -367,6 +367,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'coworkenv.core.ToolSpec.to_openai': ('core.html#toolspec.to_openai', 'coworkenv/core.py'),
                                 'coworkenv.core.Trajectory': ('core.html#trajectory', 'coworkenv/core.py'),
                                 'coworkenv.core.UserFact': ('core.html#userfact', 'coworkenv/core.py'),
+                                'coworkenv.core.UserFact._stages': ('core.html#userfact._stages', 'coworkenv/core.py'),
+                                'coworkenv.core.UserFact.available': ('core.html#userfact.available', 'coworkenv/core.py'),
                                 'coworkenv.core.UserFact.say': ('core.html#userfact.say', 'coworkenv/core.py'),
                                 'coworkenv.core.UserFact.words': ('core.html#userfact.words', 'coworkenv/core.py'),
                                 'coworkenv.core.UserSpec': ('core.html#userspec', 'coworkenv/core.py'),
