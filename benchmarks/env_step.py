@@ -4,6 +4,7 @@
 
 Measures, in the same run:
   1. simple tool calls per second in-process (Workspace.call -> Service.call: validation, handler, audit),
+     in episodes of 100 calls (reset included, as in training: an episode's log never grows without bound),
      and the same through CoworkEnv.step (one tool call per assistant message, grading events included);
   2. the same calls as HTTP requests to the same workspace served by FastAPI + uvicorn on 127.0.0.1
      (the architecture of Claw-Eval's mock services), with a keep-alive httpx client; and the ratio;
@@ -42,11 +43,14 @@ def rate(fn, n):
     for i in range(n): fn(i)
     return n / (time.perf_counter() - t)
 
-def in_process(n):
+def in_process(n, episode=100):
+    "Calls/s through Workspace.call (validation, handler, audit, log); the workspace is reset every `episode` calls."
     ws = bench_workspace(); out = {}
     for name, args in CALLS:
-        ws.reset(); out[name] = rate(lambda i: ws.call(name, args), n)
-        ws.reset()
+        def one(i):
+            if i % episode == 0: ws.reset()
+            ws.call(name, args)
+        out[name] = rate(one, n)
     return out
 
 def free_port():
