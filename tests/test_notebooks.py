@@ -6,9 +6,9 @@ import nbdev.test as nbtest  # import the module, not test_nb by name, or pytest
 from nbdev.config import get_config
 
 ROOT = Path(__file__).resolve().parents[1]
-NBS = sorted((ROOT / "nbs").glob("*.ipynb"))
+NBS = sorted((ROOT / "nbs").glob("*.ipynb")) + sorted((ROOT / "experiments").glob("*.ipynb"))
 
-@pytest.mark.parametrize("nb", NBS, ids=[p.stem for p in NBS])
+@pytest.mark.parametrize("nb", NBS, ids=[f"{p.parent.name}/{p.stem}" for p in NBS])
 def test_notebook(nb, monkeypatch):
     monkeypatch.chdir(nb.parent)
     monkeypatch.setenv("IN_TEST", "1")
