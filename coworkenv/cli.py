@@ -8,7 +8,8 @@ import argparse, json, sys
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['DEFAULT_EXAMPLES', 'cmd_run', 'cmd_show', 'cmd_tools', 'cmd_play', 'cmd_tiny_model', 'parser', 'main']
+__all__ = ['DEFAULT_EXAMPLES', 'cmd_run', 'cmd_show', 'cmd_tools', 'cmd_play', 'cmd_validate', 'cmd_main', 'cmd_tiny_model',
+           'parser', 'main']
 
 # %% ../nbs/16_cli.ipynb #6856c36e
 from .core import SpecError, load_spec, load_specs
@@ -74,6 +75,47 @@ def cmd_play(a):
     if a.out: Path(a.out).write_text(t.to_json(indent=1)); print(f"wrote {a.out}")
     return 0
 
+def cmd_validate(a):
+    "Validate a folder of specs (schema, references, solvability, discrimination, determinism, multi-turn); print a report."
+    from coworkenv.validation import validate_dir, stage_pass_rates
+    df = validate_dir(a.specs, out=a.out, progress=not a.quiet)
+    n, ok = len(df), int(df.passed.sum())
+    print(f"{ok}/{n} specs valid ({ok / max(n, 1):.1%})")
+    bad = df[~df.passed]
+    if len(bad):
+        print("failing specs (first failed stage, codes):")
+        for _, r in bad.head(20).iterrows(): print(f"  {r['id']}: {r['first_failed_stage']} {r['codes']}")
+    print(stage_pass_rates(df).to_string())
+    if a.out: print(f"wrote {Path(a.out) / 'report.csv'} and findings.jsonl")
+    return 0 if ok == n else 1
+
+def cmd_main(a):
+    "The main job: synthesize a default set of specs, validate (repair or quarantine), run the oracle and baselines."
+    import pandas as pd
+    from coworkenv.validation import run_pipeline, stage_pass_rates
+    from coworkenv.evaluate import evaluate, summarize
+    out = Path(a.out)
+    print(f"1/3 synthesize + validate {a.n} specs across all workflow families (seed {a.seed})")
+    res = run_pipeline(n=a.n, seed=a.seed, max_rounds=a.max_rounds, out_dir=out / "specs",
+                       quarantine_dir=out / "quarantine", progress=not a.quiet)
+    df = res.df
+    first = df['passed_first'].mean()
+    print(f"   valid: {len(res.specs)}/{len(df)}; passed without repair: {first:.1%}; "
+          f"repaired: {int((df.passed & ~df.passed_first).sum())}; quarantined: {len(df) - len(res.specs)} (in {out / 'quarantine'})")
+    df.drop(columns=[c for c in ('findings',) if c in df]).to_csv(out / "validation.csv", index=False)
+    examples = load_specs(DEFAULT_EXAMPLES) if DEFAULT_EXAMPLES.is_dir() else []
+    specs = res.specs + examples
+    print(f"2/3 run oracle, null and shortcut agents on {len(res.specs)} synthesized + {len(examples)} hand-written specs (k={a.k})")
+    ev = evaluate(specs, ['oracle', 'null', 'shortcut'], k=a.k, error_rate=a.error_rate, progress=not a.quiet)
+    ev.to_csv(out / "results.csv", index=False)
+    print("3/3 results")
+    with pd.option_context('display.width', 160, 'display.max_columns', 20):
+        print(summarize(ev).to_string()); print()
+        wide = summarize(ev, by=['workflow', 'agent'])['score'].unstack('agent')
+        print(wide.to_string())
+    print(f"\nwrote {out / 'validation.csv'}, {out / 'results.csv'}, specs in {out / 'specs'}")
+    return 0
+
 def cmd_tiny_model(a):
     "Build (or find in the cache) the tiny test model; print its folder."
     from coworkenv.models import build_tiny_model
@@ -100,6 +142,23 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("spec", help="path to a spec"); pl.add_argument("--agent", default="oracle", help="agent name (default: %(default)s)")
     pl.add_argument("--seed", type=int, default=0, help="episode seed"); pl.add_argument("--error-rate", type=float, default=None, help="error-injection rate")
     pl.add_argument("--out", default=None, help="write the trajectory JSON here"); pl.set_defaults(fn=cmd_play)
+    mn = sub.add_parser("main", help="the main job: synthesize, validate, run baselines (README's command)", description=cmd_main.__doc__)
+    mn.add_argument("--out", default="runs/main", help="output folder (default: %(default)s)")
+    mn.add_argument("-n", type=int, default=96, help="specs to synthesize, round-robin over families (default: %(default)s)")
+    mn.add_argument("--seed", type=int, default=0, help="first seed (default: %(default)s)")
+    mn.add_argument("-k", type=int, default=1, help="trials per spec and agent (default: %(default)s)")
+    mn.add_argument("--max-rounds", type=int, default=3, help="repair rounds per spec (default: %(default)s)")
+    mn.add_argument("--error-rate", type=float, default=None, help="inject tool errors at this rate")
+    mn.add_argument("--quiet", action="store_true", help="no progress bars"); mn.set_defaults(fn=cmd_main)
+    va = sub.add_parser("validate", help="validate a folder of specs and print a report", description=cmd_validate.__doc__)
+    va.add_argument("specs", help="a folder of spec files (e.g. OUT/specs from `coworkenv synth`)")
+    va.add_argument("--out", default=None, help="write report.csv and findings.jsonl here")
+    va.add_argument("--quiet", action="store_true", help="no progress bar"); va.set_defaults(fn=cmd_validate)
+    from coworkenv.synthesis import add_synth_args, cmd_synth
+    sy = sub.add_parser("synth", help="synthesize task specs from workflow families (resumable)", description=cmd_synth.__doc__)
+    add_synth_args(sy); sy.set_defaults(fn=cmd_synth)
+    from coworkenv.claweval import add_claweval_parser
+    add_claweval_parser(sub)
     m = sub.add_parser("tiny-model", help="build the tiny test model", description=cmd_tiny_model.__doc__)
     m.add_argument("--path", default=None, help="output folder (default: the cache)"); m.set_defaults(fn=cmd_tiny_model)
     return p

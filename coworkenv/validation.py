@@ -6,10 +6,10 @@ to the generator and quarantines what never passes."""
 
 # %% ../nbs/07_validation.ipynb #05b93d15
 from __future__ import annotations
-import json, os, random, re, time
+import copy, json, random, re, time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Literal, Optional, Union
+from typing import Any, Callable, Iterable, Literal, Optional
 
 # %% auto #0
 __all__ = ['STAGES', 'Severity', 'FINDING_CODES', 'SOLVE_THRESHOLD', 'PASS_THRESHOLD', 'DET_SEED', 'DET_ERROR_RATE',
@@ -27,12 +27,11 @@ __all__ = ['STAGES', 'Severity', 'FINDING_CODES', 'SOLVE_THRESHOLD', 'PASS_THRES
 # %% ../nbs/07_validation.ipynb #90f960e1
 import pandas as pd
 from pydantic import BaseModel, Field, ValidationError
-from .core import (TaskSpec, Check, Step, UserFact, NegativePlan, SpecError, Grade, CoreModel, Message, load_spec,
-                            _read_doc, _nested_error)
+from .core import TaskSpec, Check, Step, SpecError, Grade, CoreModel, Message, load_spec, _read_doc
 from .services import SERVICES
 from .checks import get_path, run_check, grade as grade_evidence
 from .env import CoworkEnv
-from .agents import PlanAgent, OracleAgent, NullAgent, ShortcutAgent, run_episode, is_transient_error
+from .agents import PlanAgent, OracleAgent, NullAgent, ShortcutAgent, is_transient_error
 import coworkenv.workspace  # registers the services
 
 # %% ../nbs/07_validation.ipynb #2fe3fce7
@@ -770,7 +769,7 @@ def feedback_text(findings:list, # `Finding`s (or a `ValidationResult`)
     errs = [f for f in findings if f.severity == 'error']
     warns = [f for f in findings if f.severity != 'error']
     if not errs:
-        return "The spec passed validation." + (f" Warnings: " + "; ".join(f"[{f.code}] {f.path}: {f.message}" for f in warns[:max_items]) if warns else "")
+        return "The spec passed validation." + (" Warnings: " + "; ".join(f"[{f.code}] {f.path}: {f.message}" for f in warns[:max_items]) if warns else "")
     st = next((s for s in STAGES if any(f.stage == s for f in errs)), errs[0].stage)
     lines = [f"The spec failed validation at stage '{st}' ({len(errs)} error(s), {len(warns)} warning(s)). "
              "Fix every error below and return the complete corrected spec."]
@@ -969,7 +968,7 @@ def report_figure(df:pd.DataFrame, title:str="Validation report"):
     fig.update_layout(title=title, height=380, barmode='group', legend=dict(orientation='h', y=-0.3))
     return fig
 
-# %% ../nbs/07_validation.ipynb #486ff63d
+# %% ../nbs/07_validation.ipynb #7c1caece
 @dataclass
 class Corruption:
     "A named way to break a valid spec, and the finding codes that catch it."
@@ -986,7 +985,7 @@ def _protected(spec) -> set:
     "Check ids something else refers to (must_fail, follow-ups)."
     return {m for n in spec.negatives for m in n.must_fail} | {fu.after_check for fu in spec.user.followups if fu.after_check}
 
-# %% ../nbs/07_validation.ipynb #a335b6f8
+# %% ../nbs/07_validation.ipynb #5e2b8782
 def c_unknown_service(spec, rng):
     d = _doc(spec); d['services']['teleporter'] = []; return d
 
@@ -1197,7 +1196,7 @@ CORRUPTIONS: dict[str, Corruption] = {c.name: c for c in [
     Corruption('unelicitable_fact', "a fact the plan asks for moved to a stage the user never reaches", ('mt.fact_unelicitable',), c_unelicitable_fact),
 ]}
 
-# %% ../nbs/07_validation.ipynb #99e3e90b
+# %% ../nbs/07_validation.ipynb #14b74be3
 def _rng(seed:int, *parts) -> random.Random:
     import hashlib
     return random.Random(int(hashlib.sha256("|".join(map(str, (seed, *parts))).encode()).hexdigest()[:16], 16))

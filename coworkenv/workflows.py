@@ -173,8 +173,10 @@ class WorkflowFamily:
 FAMILIES: dict[str, WorkflowFamily] = {}
 
 def register_family(fam:WorkflowFamily) -> WorkflowFamily:
-    "Add a family to the registry (names are unique)."
-    if fam.name in FAMILIES and FAMILIES[fam.name] is not fam: raise ValueError(f"family {fam.name!r} is already registered")
+    "Add a family to the registry (names are unique; re-running the same definition, e.g. a notebook cell, replaces it)."
+    old = FAMILIES.get(fam.name)
+    if old is not None and old is not fam and old.build.__qualname__ != fam.build.__qualname__:
+        raise ValueError(f"family {fam.name!r} is already registered (by {old.build.__module__}.{old.build.__qualname__})")
     FAMILIES[fam.name] = fam
     return fam
 

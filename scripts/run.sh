@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The main job: set up from scratch, then run every example environment with the oracle and the baseline agents.
+# The main job: set up from scratch, synthesize + validate a default set of environments, run the oracle and baselines.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-.venv/bin/coworkenv run "$@"
+.venv/bin/coworkenv main "$@"

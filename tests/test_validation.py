@@ -1,0 +1,268 @@
+"""Validation and repair (07_validation): the examples pass, corrupted specs are flagged with the right code,
+the repair loop feeds findings back and quarantines what never passes, reports are written."""
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings, strategies as st, HealthCheck
+
+from coworkenv.core import TaskSpec, Check, Step, NegativePlan, load_spec, load_specs
+from coworkenv.env import CoworkEnv
+from coworkenv.agents import OracleAgent, run_episode
+from coworkenv.services import SERVICES, Service, tool
+from coworkenv.synthesis import GenerationError, ProceduralGenerator
+from coworkenv.workflows import FAMILIES
+from coworkenv.validation import (STAGES, FINDING_CODES, CORRUPTIONS, ValidationResult, Runs, validate,
+                                  feedback_text, repair, validate_many, validate_dir, run_pipeline, report_figure,
+                                  mutation_details, mutation_report, stage_pass_rates, non_json, _rng)
+
+ROOT = Path(__file__).resolve().parents[1]
+EX = ROOT / "data" / "examples"
+EXAMPLES = load_specs(EX)
+BY_ID = {s.id: s for s in EXAMPLES}
+
+
+@pytest.mark.parametrize("name", sorted(BY_ID))
+def test_examples_pass_every_stage(name):
+    r = validate(BY_ID[name])
+    assert r.passed, [str(f) for f in r.errors]
+    assert r.stages_run == list(STAGES) and r.oracle_score == 1.0
+    assert r.scores['null'] < 0.75
+
+
+def test_examples_from_paths_dicts_and_text():
+    p = EX / "expense_approval.json"
+    for src in (p, str(p), json.loads(p.read_text()), p.read_text()):
+        r = validate(src)
+        assert r.passed and r.spec_id == "expense_approval", r
+
+
+def test_result_is_json_serialisable():
+    doc = BY_ID['vpn_kb_fix'].model_dump(mode='json'); doc['tools'].append('helpdesk_teleport')
+    r = validate(doc)
+    assert ValidationResult.from_json(r.to_json()) == r
+    assert all(f.code in FINDING_CODES and f.stage in STAGES for f in r.findings)
+
+
+def test_finding_codes_are_documented():
+    assert all(stage in STAGES and meaning and hint for stage, meaning, hint in FINDING_CODES.values())
+    for k in CORRUPTIONS.values(): assert all(c in FINDING_CODES for c in k.expected), k.name
+
+
+def test_schema_findings_have_paths():
+    r = validate({"id": "t", "request": "hi", "limits": {"max_turns": "many"},
+                  "checks": [{"id": "a", "type": "audit_field_equals", "params": {"service": "gmail", "action": "sent_messages"}}]})
+    assert not r.passed and r.stages_run == ['schema']
+    paths = {f.path for f in r.findings}
+    assert 'limits.max_turns' in paths and 'checks[0].params.field' in paths
+    assert {f.code for f in r.findings} == {'schema.invalid'}
+
+
+def test_stages_gate_and_subset():
+    doc = BY_ID['expense_approval'].model_dump(mode='json'); doc['tools'].append('expenses_refund_claim')
+    r = validate(doc)
+    assert r.stages_run == ['schema', 'references'] and r.codes == ['ref.unknown_tool'] and r.first_failed_stage == 'references'
+    assert validate(BY_ID['expense_approval'], stages=['schema', 'solvability']).stages_run == ['schema', 'solvability']
+    with pytest.raises(ValueError, match='unknown validation stage'): validate(BY_ID['expense_approval'], stages=['nope'])
+
+
+def test_feedback_text_is_actionable():
+    doc = BY_ID['expense_approval'].model_dump(mode='json'); doc['solution'][5]['args']['claim_id'] = 'CLM-999'
+    r = validate(doc)
+    txt = feedback_text(r)
+    assert "stage 'solvability'" in txt and 'solve.oracle_failed' in txt and 'checks[1]' in txt and 'CLM-999' in txt
+    assert feedback_text(validate(BY_ID['expense_approval'])).startswith("The spec passed validation")
+
+
+# ---- mutation testing --------------------------------------------------------------------------------------
+
+@pytest.fixture(scope='module')
+def example_mutations():
+    return mutation_details(EXAMPLES, seed=0)
+
+
+def test_at_least_12_corruption_kinds():
+    assert len(CORRUPTIONS) >= 12
+
+
+@pytest.mark.parametrize("kind", list(CORRUPTIONS))
+def test_each_corruption_flagged_on_examples(kind, example_mutations):
+    g = example_mutations[example_mutations.kind == kind]
+    assert len(g) > 0, f"{kind} applies to no example"
+    assert g.failed.all(), g[~g.failed]
+    assert g.flagged.mean() >= 0.9, g[~g.flagged][['spec', 'codes']]
+
+
+def test_mutation_rate_overall(example_mutations):
+    assert example_mutations.flagged.mean() >= 0.98
+    rep = mutation_report(EXAMPLES[:2], seed=0)
+    assert list(rep.kind)[-1] == 'ALL' and set(rep.columns) >= {'kind', 'applied', 'flagged', 'rate'}
+
+
+def test_corruptions_are_deterministic():
+    s = BY_ID['vpn_kb_fix']
+    for k in CORRUPTIONS.values():
+        assert k.fn(s, _rng(3, s.id, k.name)) == k.fn(s, _rng(3, s.id, k.name)), k.name
+        assert s == BY_ID['vpn_kb_fix']  # the spec itself is not modified
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=st.sampled_from(EXAMPLES), kind=st.sampled_from(list(CORRUPTIONS)), seed=st.integers(0, 10_000))
+def test_random_corruptions_flagged(spec, kind, seed):
+    k = CORRUPTIONS[kind]
+    doc = k.fn(spec, _rng(seed, spec.id, kind))
+    if doc is None: return
+    r = validate(doc)
+    assert not r.passed and set(r.codes) & set(k.expected), (kind, r.codes)
+
+
+@pytest.fixture(scope='module')
+def generated():
+    g = ProceduralGenerator()
+    return [g.generate(f, 2, d) for f in sorted(FAMILIES) for d in ('easy', 'hard')]
+
+
+def test_generated_specs_pass_and_corruptions_flagged(generated):
+    assert len(FAMILIES) >= 16
+    bad = [(s.id, r.codes) for s in generated for r in [validate(s)] if not r.passed]
+    assert not bad, bad
+    det = mutation_details(generated[::2], seed=5)
+    assert det.flagged.mean() >= 0.98, det[~det.flagged]
+
+
+# ---- other stages ------------------------------------------------------------------------------------------
+
+class _Leaky(Service):
+    name, collections, mutation_keys = "leaky_pytest", {"items": "item_id"}, ("made",)
+    n = 0
+    @tool("/leaky/make")
+    def leaky_make(self, title:str):
+        "Make an item (bug: the counter is shared by every instance)."
+        _Leaky.n += 1
+        item = {"item_id": f"I{_Leaky.n}", "title": title}
+        self.record("made", item); return item
+
+
+def test_nondeterminism_detected():
+    SERVICES['leaky_pytest'] = _Leaky
+    try:
+        spec = TaskSpec(id='leaky', request='Make an item called x.', services={'leaky_pytest': []}, tools=['leaky_make'],
+                        checks=[Check(id='made', type='audit_field_equals',
+                                      params=dict(service='leaky_pytest', action='made', field='title', value='x'))],
+                        solution=[Step.call('leaky_make', title='x')],
+                        negatives=[NegativePlan(name='shortcut', plan=[Step.call('leaky_make', title='y')], must_fail=['made'])])
+        r = validate(spec)
+        assert r.codes == ['det.nondeterministic'] and r.stages_run[-1] == 'determinism'
+    finally: SERVICES.pop('leaky_pytest')
+
+
+def test_non_json_values():
+    assert non_json({"a": [1, 2.5, "x", None, True]}) is None
+    assert non_json({"a": [1, (2, 3)]}) == "a[1]"
+    assert non_json({"a": float('nan')}) == "a"
+    spec = BY_ID['vpn_kb_fix'].model_copy(deep=True)
+    spec.meta = {"when": (1, 2)}
+    assert 'det.not_roundtrip' in validate(spec).codes
+
+
+def test_fast_runner_matches_run_episode():
+    for sp in EXAMPLES:
+        for rate in (0.0, 0.4):
+            ref = run_episode(CoworkEnv(sp, error_rate=rate, seed=11), OracleAgent(sp))
+            run = Runs(sp).play('oracle', OracleAgent(sp), CoworkEnv(sp, error_rate=rate, seed=11))
+            assert run.messages == ref.messages, (sp.id, rate)
+            assert run.grade.score == ref.grade.score and [i.passed for i in run.grade.items] == [i.passed for i in ref.grade.items]
+
+
+def test_runs_are_cached():
+    sp = BY_ID['expense_approval']
+    runs = Runs(sp)
+    assert runs.oracle() is runs.oracle()
+    validate(sp)  # smoke: nothing raises
+
+
+# ---- repair loop -------------------------------------------------------------------------------------------
+
+class FailsTwice:
+    name = 'fails-twice'
+    def __init__(self): self.feedback = []
+    def generate(self, family, seed, difficulty, feedback=None, round=0):
+        self.feedback.append(feedback)
+        d = BY_ID['expense_approval'].model_dump(mode='json')
+        if round == 0: d['tools'].append('expenses_refund_claim')
+        elif round == 1: raise GenerationError("no JSON object in the reply", raw="Sure! {", problems=[("", "Expecting value")])
+        return load_spec(d)
+
+
+class AlwaysBad:
+    name = 'always-bad'
+    def generate(self, family, seed, difficulty, feedback=None, round=0):
+        d = BY_ID['vpn_kb_fix'].model_dump(mode='json')
+        d['id'] = f"bad-{seed}"
+        d['checks'].append({"id": "trivial", "type": "keywords_absent", "params": {"keywords": ["zz-never"]}})
+        return load_spec(d)
+
+
+def test_repair_fails_twice_then_succeeds(tmp_path):
+    g = FailsTwice()
+    o = repair('expense_reimbursement', 4, 'medium', g, max_rounds=3, quarantine_dir=tmp_path)
+    assert o.passed and o.rounds == 2 and o.spec is not None and o.quarantined is None
+    assert [h['passed'] for h in o.history] == [False, False, True]
+    assert o.history[1]['findings'][0]['code'] == 'gen.unparseable'
+    assert g.feedback[0] is None and 'ref.unknown_tool' in g.feedback[1] and 'gen.unparseable' in g.feedback[2]
+    assert not list(tmp_path.iterdir())
+
+
+def test_repair_always_fails_is_quarantined(tmp_path):
+    o = repair('vpn', 9, 'easy', AlwaysBad(), max_rounds=2, quarantine_dir=tmp_path)
+    assert not o.passed and o.rounds == 2 and o.spec is None
+    q = json.loads(Path(o.quarantined).read_text())
+    assert Path(o.quarantined).name == 'bad-9.json'
+    assert q['spec']['id'] == 'bad-9' and len(q['rounds']) == 3
+    assert {f['code'] for f in q['findings'] if f['severity'] == 'error'} == {'disc.vacuous_check'}
+    assert all(r['feedback'] for r in q['rounds'][1:])
+
+
+def test_repair_unparseable_quarantine_keeps_raw(tmp_path):
+    class Raw:
+        name = 'raw'
+        def generate(self, family, seed, difficulty, feedback=None, round=0):
+            raise GenerationError("not JSON", raw="I cannot do that.", problems=[("", "no JSON object")], family=family, seed=seed, difficulty=difficulty)
+    o = repair('fam', 1, 'hard', Raw(), max_rounds=0, quarantine_dir=tmp_path)
+    q = json.loads((tmp_path / 'fam-hard-00001.json').read_text())
+    assert q['spec'] == "I cannot do that." and q['findings'][0]['code'] == 'gen.unparseable' and o.rounds == 0
+
+
+def test_run_pipeline_small(tmp_path):
+    pr = run_pipeline(n=8, quarantine_dir=tmp_path / 'q', out_dir=tmp_path / 'out', progress=False)
+    assert len(pr.df) == 8 and pr.df.passed_first.all() and len(pr.specs) == 8
+    assert len(list((tmp_path / 'out').glob('*.json'))) == 8
+    fig = report_figure(pr.df)
+    assert len(fig.data) >= 3
+
+
+# ---- many specs --------------------------------------------------------------------------------------------
+
+def test_validate_dir_writes_reports(tmp_path):
+    src = tmp_path / 'specs'; src.mkdir()
+    for p in sorted(EX.glob('*.json'))[:3]: (src / p.name).write_text(p.read_text())
+    bad = BY_ID['vpn_kb_fix'].model_dump(mode='json'); bad['id'] = 'dup'; bad['services']['helpdesk'].append(dict(bad['services']['helpdesk'][0]))
+    (src / 'dup.json').write_text(json.dumps(bad))
+    (src / 'broken.yaml').write_text("id: broken\nrequest: [1, 2\n")
+    df = validate_dir(src, out=tmp_path / 'rep', progress=False)
+    assert len(df) == 5 and int(df.passed.sum()) == 3
+    assert set(df[df.id == 'dup'].codes) == {'ref.duplicate_record_id'}
+    csv = pd.read_csv(tmp_path / 'rep' / 'report.csv')
+    assert len(csv) == 5 and 'findings' not in csv.columns
+    lines = [json.loads(l) for l in (tmp_path / 'rep' / 'findings.jsonl').read_text().splitlines()]
+    assert {l['spec_id'] for l in lines if l['severity'] == 'error'} == {'dup', 'broken'}
+    sp = stage_pass_rates(df)
+    assert list(sp.stage) == list(STAGES) and sp.reached.iloc[0] == 5
+    assert len(report_figure(df).data) >= 2
+    with pytest.raises(FileNotFoundError): validate_dir(tmp_path / 'nope')
+
+
+def test_validate_many_list():
+    df = validate_many(EXAMPLES[:2] + [{"id": "x", "request": 1}], progress=False)
+    assert list(df.passed) == [True, True, False] and df.first_failed_stage.iloc[2] == 'schema'
