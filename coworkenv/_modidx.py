@@ -597,8 +597,6 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                            'coworkenv/families_finance_ops.py'),
                                                 'coworkenv.families_finance_ops._rand_code': ( 'families_finance_ops.html#_rand_code',
                                                                                                'coworkenv/families_finance_ops.py'),
-                                                'coworkenv.families_finance_ops._register': ( 'families_finance_ops.html#_register',
-                                                                                              'coworkenv/families_finance_ops.py'),
                                                 'coworkenv.families_finance_ops._template': ( 'families_finance_ops.html#_template',
                                                                                               'coworkenv/families_finance_ops.py'),
                                                 'coworkenv.families_finance_ops.build_credential_rotation': ( 'families_finance_ops.html#build_credential_rotation',
