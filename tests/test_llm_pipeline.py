@@ -1,0 +1,70 @@
+"""The LLM synthesis path through validation and repair: malformed or invalid generations are repaired or quarantined,
+and the run never crashes — against a real OpenAI-compatible server (the tiny model) and with scripted replies."""
+import json
+from types import SimpleNamespace as NS
+import pytest
+
+from coworkenv.synthesis import LLMGenerator, ProceduralGenerator, RecordingClient
+from coworkenv.validation import repair, run_pipeline
+from coworkenv.workflows import get_family
+
+FAMILY = "expense_reimbursement"
+
+class ScriptedClient:
+    "Duck-typed OpenAI client answering from a list of replies (one per request) and keeping the requests."
+    def __init__(self, replies):
+        self.replies, self.requests = list(replies), []
+        self.chat = NS(completions=NS(create=self._create))
+        self.base_url = "http://scripted/v1"
+    def _create(self, **kw):
+        self.requests.append(kw)
+        text = self.replies.pop(0)
+        return NS(choices=[NS(message=NS(content=text), finish_reason="stop")])
+
+def prompt_text(req): return "\n".join(m["content"] for m in req["messages"] if isinstance(m.get("content"), str))
+
+def valid_reply(seed=3, difficulty="easy"):
+    spec = ProceduralGenerator().generate(get_family(FAMILY), seed, difficulty)
+    return "Here is the task spec you asked for:\n```json\n" + spec.model_dump_json(indent=1) + "\n```\nLet me know!"
+
+def test_junk_then_valid_is_repaired():
+    client = ScriptedClient(["I cannot do that.", valid_reply()])
+    out = repair(FAMILY, 3, "easy", LLMGenerator(client=client, model="scripted"), max_rounds=2)
+    assert out.passed and out.rounds == 1 and out.spec.id == f"{FAMILY}-easy-00003"
+    assert out.history[0]["findings"][0]["code"] == "gen.unparseable"
+    assert "gen.unparseable" in prompt_text(client.requests[1])        # the findings went back into the prompt
+
+def test_invalid_plan_then_valid_is_repaired():
+    bad = json.loads(valid_reply().split("```json\n")[1].split("\n```")[0])
+    call = next(s for s in bad["solution"] if s["kind"] == "call" and s["tool"] == "expenses_pay_claim")
+    call["args"]["claim_id"] = "CLM-000"                                 # a wrong reference-plan argument
+    client = ScriptedClient([json.dumps(bad), valid_reply()])
+    out = repair(FAMILY, 3, "easy", LLMGenerator(client=client, model="scripted"), max_rounds=2)
+    assert out.passed and out.rounds == 1
+    codes = {f["code"] for f in out.history[0]["findings"]}
+    assert "solve.oracle_failed" in codes and "solve.oracle_failed" in prompt_text(client.requests[1])
+
+def test_never_valid_is_quarantined(tmp_path):
+    client = ScriptedClient(["{}", "not json at all", '{"id": 1}'])
+    out = repair(FAMILY, 4, "medium", LLMGenerator(client=client, model="scripted"), max_rounds=2, quarantine_dir=tmp_path)
+    assert not out.passed and out.quarantined
+    q = json.loads((tmp_path / f"{FAMILY}-medium-00004.json").read_text())
+    assert len(q["rounds"]) == 3 and q["findings"] and all(r["passed"] is False for r in q["rounds"])
+
+def test_pipeline_against_real_server_quarantines_junk(tiny_server, tmp_path):
+    "The tiny random model writes junk: every slot must end in quarantine with its findings, and nothing crashes."
+    gen = LLMGenerator(base_url=tiny_server.base_url, model=tiny_server.model, api_key="sk-secret-test", max_tokens=32,
+                       max_retries=0, timeout=120)
+    gen._client = RecordingClient(gen._client, tmp_path / "cassette.jsonl")
+    res = run_pipeline(generator=gen, families=[FAMILY, "news_digest"], n=2, max_rounds=1,
+                       quarantine_dir=tmp_path / "q", out_dir=tmp_path / "specs", progress=False)
+    assert len(res.df) == 2 and not res.df.passed.any() and res.specs == []
+    files = sorted((tmp_path / "q").glob("*.json"))
+    assert len(files) == 2
+    for f in files:
+        q = json.loads(f.read_text())
+        assert q["findings"] and q["findings"][0]["code"] == "gen.unparseable" and len(q["rounds"]) == 2
+    reqs = [json.loads(l)["request"] for l in (tmp_path / "cassette.jsonl").read_text().splitlines()]
+    assert len(reqs) == 4 and any("gen.unparseable" in json.dumps(r) for r in reqs[1::2])   # round 2 carries feedback
+    for p in [*files, tmp_path / "cassette.jsonl"]:
+        assert "sk-secret-test" not in p.read_text()
