@@ -983,6 +983,12 @@ def cmd_run(a) -> int:
     for p in a.tasks: specs += load_claweval_tasks(p, import_time=a.import_time, repo_root=a.repo_root)
     grader = None if a.grader == 'none' else a.grader
     rows = []
+    if a.agent in ('oracle', 'shortcut'):
+        planless = [s.id for s in specs if not s.solution]
+        if planless:
+            print(f"skipping {len(planless)} task(s) without a reference plan (the {a.agent} agent needs one; tasks exported "
+                  f"by CoworkEnv carry it under x_coworkenv): {', '.join(planless)}", file=sys.stderr)
+            specs = [s for s in specs if s.solution]
     for s in specs:
         r = run_claweval_task(s, _agent_factory(a), k=a.k, grader=grader, health_probe=a.health_probe, error_rate=a.error_rate)
         rows.append(r.summary())
