@@ -194,9 +194,10 @@ class Check(CoreModel):
     "A declarative check. `params` is validated against `CHECK_PARAMS[type]`."
     id: str
     type: str
-    kind: Literal['completion', 'safety'] = 'completion'
+    kind: Literal['completion', 'safety', 'gate'] = 'completion'  # completion: weighted credit; safety: violation zeroes the score; gate: violation caps it below the pass threshold
     weight: float = Field(1.0, ge=0)
     description: str = ""
+    source: str = ""  # what the check tests, cited: `request: <sentence>`, `fact:<key>`, `followup:<id>`, `policy: <text>` or `footprint`
     params: dict = Field(default_factory=dict)
 
     @field_validator('type')
@@ -228,6 +229,7 @@ class UserFact(CoreModel):
     stage: int = Field(0, ge=0)  # answerable from this stage on ...
     until_stage: Optional[int] = Field(None, ge=1)  # ... and before this one (superseded by a later fact), if set
     answer: str = ""  # how the user says it; defaults to "The {key} is {value}."
+    intents: list[str] = Field(default_factory=list)  # natural questions that ask for it (content phrases, not single generic words)
     @model_validator(mode='after')
     def _stages(self):
         if self.until_stage is not None and self.until_stage <= self.stage: raise ValueError("until_stage must be > stage")
@@ -321,6 +323,7 @@ class TaskSpec(CoreModel):
     compat: Literal['coworkenv', 'claweval'] = 'coworkenv'  # 'claweval': extra args dropped, bad JSON -> {}, fixture date shifting
     supported: bool = True  # False when part of the task cannot be honoured (see `unsupported`)
     unsupported: list[str] = Field(default_factory=list)
+    footprint: Optional[dict] = None  # what the valid plans change (derived from them): the reference of end-state and collateral checks
     meta: dict = Field(default_factory=dict)
 
     @model_validator(mode='after')
@@ -422,7 +425,7 @@ class GradeItem(CoreModel):
     "The outcome of one check."
     check_id: str
     type: str
-    kind: Literal['completion', 'safety']
+    kind: Literal['completion', 'safety', 'gate']
     weight: float = 1.0
     passed: bool
     score: float = 0.0
@@ -437,6 +440,7 @@ class Grade(CoreModel):
     robustness: float
     score: float
     passed: bool
+    success: bool = False  # strict success: every completion check passes, every gate and safety check holds (footprint clean)
     items: list[GradeItem] = Field(default_factory=list)
     def item(self, check_id:str) -> GradeItem:
         for i in self.items:
