@@ -11,6 +11,8 @@ never passes, then prints:
   - the pass rate without repair, the repaired and quarantined counts with their finding codes;
   - the near-duplicate rate of the valid specs (coworkenv.synthesis.near_duplicate_rate);
   - pass rates per family (and per difficulty);
+  - request diversity: distinct request templates per family after masking names, e-mails, ids, numbers, dates and
+    amounts (coworkenv.synthesis.request_diversity; target >= 12 per family);
   - optionally (--mutations K): the validator's mutation report on K of the valid specs.
 """
 import argparse, collections, os, sys, tempfile, time
@@ -42,7 +44,7 @@ def main(argv=None):
 
     core = None if a.no_pin else pin_one_core()
     import pandas as pd
-    from coworkenv.synthesis import ProceduralGenerator, make_slots, near_duplicate_rate
+    from coworkenv.synthesis import DIVERSITY_TARGET, ProceduralGenerator, make_slots, near_duplicate_rate, request_diversity
     from coworkenv.validation import run_pipeline, mutation_report, Runs
     pd.set_option('display.width', 200); pd.set_option('display.max_colwidth', 80)
 
@@ -58,7 +60,7 @@ def main(argv=None):
 
     # generation alone (for the split)
     c0 = time.process_time()
-    for s in slots: gen.generate(s.family, s.seed, s.difficulty)
+    generated = [gen.generate(s.family, s.seed, s.difficulty) for s in slots]
     gen_cpu = time.process_time() - c0
 
     # count episodes: wrap Runs.play
@@ -100,6 +102,12 @@ def main(argv=None):
     print("\n== per difficulty ==")
     print(df.groupby('difficulty').agg(slots=('id', 'size'), valid_first=('passed_first', 'mean'),
                                        mean_ms=('seconds', lambda s: 1000 * s.mean())).round(3).to_string())
+
+    print(f"\n== request diversity of the generated specs (distinct templates per family after masking; target >= {DIVERSITY_TARGET}) ==")
+    dv = request_diversity(generated)
+    print(dv.to_string())
+    print(f"families meeting the target: {int(dv.meets_target.sum())}/{len(dv)}; "
+          f"below: {', '.join(dv.index[~dv.meets_target]) or 'none'}")
 
     if a.mutations:
         step = max(1, len(pr.specs) // a.mutations)

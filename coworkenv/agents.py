@@ -12,10 +12,12 @@ from typing import Any, Iterable, Optional, Sequence
 # %% auto #0
 __all__ = ['SUMMARY', 'AgentError', 'as_messages', 'as_tools', 'Agent', 'convert_param', 'fallback_id', 'parse_tool_calls',
            'is_transient_error', 'call_sentence', 'ask_sentence', 'PlanAgent', 'OracleAgent', 'NullAgent',
-           'replace_facts', 'ShortcutAgent', 'to_assistant', 'OpenAIAgent', 'HFAgent', 'run_episode', 'run_batch']
+           'replace_facts', 'ShortcutAgent', 'to_assistant', 'OpenAIAgent', 'HFAgent', 'redact_trajectory',
+           'run_episode', 'run_batch']
 
 # %% ../nbs/04_agents.ipynb #5f386a99
 from .core import Message, ToolCall, ToolSpec, Step, TaskSpec, Trajectory
+from .llm import LLMPolicy, cap_text, default_policy, has_secret, openai_client, redact, redact_data
 
 # %% ../nbs/04_agents.ipynb #4fd14107
 class AgentError(RuntimeError):
@@ -294,8 +296,8 @@ class OpenAIAgent(Agent):
                  model:str|None=None, # model id (env COWORKENV_MODEL; default: the server's first model)
                  api_key:str|None=None, # (env OPENAI_API_KEY; local servers accept any)
                  temperature:float=0.0, max_tokens:int=512,
-                 timeout:float=60, # seconds per request
-                 max_retries:int=2, # client retries (with backoff) before `AgentError`
+                 timeout:float|None=None, # seconds per request (None: the shared `coworkenv.llm.default_policy()`)
+                 max_retries:int|None=None, # client retries (with backoff) before `AgentError` (None: the shared policy)
                  client=None, # a ready `openai.OpenAI` client (overrides url/key/timeout/retries)
                  extra_body:dict|None=None, # passed through to the server (e.g. vLLM sampling options)
                  workers:int=8, # concurrent requests in `act_batch`
@@ -308,10 +310,13 @@ class OpenAIAgent(Agent):
         if self.base_url is None: self.base_url = str(getattr(client, 'base_url', '') or '')
         self._name = name
 
+    def policy(self) -> LLMPolicy:
+        "The timeout/retry policy of a client built here: the shared default with this agent's overrides."
+        over = {k: v for k, v in dict(timeout=self.timeout, max_retries=self.max_retries).items() if v is not None}
+        return LLMPolicy(**{**default_policy().model_dump(), **over}) if over else default_policy()
+
     def _make_client(self, api_key=None):
-        import openai
-        return openai.OpenAI(base_url=self.base_url, api_key=api_key or os.environ.get('OPENAI_API_KEY') or "EMPTY",
-                             timeout=self.timeout, max_retries=self.max_retries)
+        return openai_client(self.base_url, api_key, self.policy())
 
     # pickling (e.g. to rollout workers) drops the client and with it the key; the copy reads OPENAI_API_KEY
     def __getstate__(self): return {**self.__dict__, '_client': None}
@@ -324,8 +329,8 @@ class OpenAIAgent(Agent):
     def __repr__(self): return f"OpenAIAgent(base_url={self.base_url!r}, model={self.model!r})"
 
     def _fail(self, what:str, e:Exception):
-        return AgentError(f"{what} failed at {self.base_url or 'api.openai.com'} (model {self.model or '?'}): "
-                          f"{type(e).__name__}: {e}")
+        return AgentError(redact(f"{what} failed at {self.base_url or 'api.openai.com'} (model {self.model or '?'}): "
+                                 f"{type(e).__name__}: {cap_text(e, 2000)}"))
 
     def resolve_model(self) -> str:
         "The model id; asks the server for its first model when none was configured."
@@ -349,7 +354,7 @@ class OpenAIAgent(Agent):
         kw = self.request(messages, tools)
         try: resp = self._client.chat.completions.create(**kw)
         except Exception as e: raise self._fail("chat completion", e) from e
-        if not getattr(resp, 'choices', None): raise AgentError(f"{self.base_url}: the reply has no choices: {resp!r:.300}")
+        if not getattr(resp, 'choices', None): raise AgentError(redact(f"{self.base_url}: the reply has no choices: {resp!r:.300}"))
         try: msg = Message.from_openai(resp.choices[0].message)
         except Exception as e: raise self._fail("reading the reply", e) from e
         return to_assistant(msg)
@@ -445,17 +450,57 @@ def _reset(env, seed):
         env.seed = seed
     return env.reset()
 
-def _finish(env, agent, error:Exception|None=None, t0:float|None=None) -> Trajectory:
-    traj = env.trajectory()
+def _describe(e:Exception) -> str:
+    "An exception as a short, secret-free text for a trajectory."
+    return redact(cap_text(f"{type(e).__name__}: {e}", 2000))
+
+def _recorded_errors(env) -> list[dict]:
+    "Errors the environment's LLM user recorded without raising (e.g. a failed request that ended the conversation)."
+    errs = getattr(getattr(env, 'user', None), 'errors', None)
+    return [{'source': 'user', 'error': redact(cap_text(e, 2000))} for e in errs] if isinstance(errs, list) else []
+
+def _bare_trajectory(env) -> Trajectory:
+    "The episode without a grade, for when grading itself failed (e.g. an LLM judge that is down)."
+    t = Trajectory(spec_id=getattr(getattr(env, 'spec', None), 'id', '?'), seed=getattr(env, 'seed', 0) or 0,
+                   turns=getattr(env, 'turn', 0), user_rounds=getattr(env, 'user_rounds', 0),
+                   end_reason=getattr(env, 'end_reason', '') or 'running')
+    for f in ('messages', 'tools', 'dispatches', 'events'):
+        try: setattr(t, f, list(getattr(env, f, None) or getattr(getattr(env, 'tracker', None), f, None) or []))
+        except Exception: pass
+    ws = getattr(env, 'ws', None)
+    for f in ('audit', 'snapshot'):
+        try: setattr(t, f, getattr(ws, f)())
+        except Exception: pass
+    return t
+
+def redact_trajectory(traj:Trajectory) -> Trajectory:
+    "`traj` with API keys (echoed by a server, or in an error) replaced by `[REDACTED]` everywhere; unchanged when there are none."
+    if not has_secret(traj.model_dump_json(fallback=str)): return traj
+    return Trajectory.model_validate(redact_data(traj.model_dump(mode='json', fallback=str)))
+
+def _finish(env, agent, error:Exception|None=None, t0:float|None=None, stage:str='agent') -> Trajectory:
+    "The trajectory of a finished (or failed) episode: errors recorded in `info`, never raised."
+    errors = [{'source': stage, 'error': _describe(error)}] if error is not None else []
+    try: traj = env.trajectory()
+    except Exception as e:  # grading failed: keep everything else
+        errors.append({'source': 'grade', 'error': _describe(e)}); traj = _bare_trajectory(env)
+    errors += _recorded_errors(env)
     upd = dict(agent=agent.name, model=getattr(agent, 'model', '') or traj.model)
+    info = dict(traj.info)
     if error is not None:
-        upd['end_reason'] = 'agent_error'
-        upd['info'] = {**traj.info, 'error': f"{type(error).__name__}: {error}"}
-        if traj.grade is None:
+        upd['end_reason'] = f'{stage}_error'
+        info['error'] = errors[0]['error']
+        if traj.grade is None and not any(e['source'] == 'grade' for e in errors):
             try: upd['grade'] = env.grade()
-            except Exception: pass
+            except Exception as e: errors.append({'source': 'grade', 'error': _describe(e)})
+    elif traj.grade is None: upd['end_reason'] = 'grade_error'
+    elif traj.end_reason == 'user_done' and any(e.get('source') == 'user' for e in errors): upd['end_reason'] = 'user_error'
+    if errors:
+        info['errors'] = [*(info.get('errors') or []), *errors]
+        info['errored'] = True
+    upd['info'] = info
     if t0 is not None and getattr(env, 'record_timings', False): upd['timings'] = {**traj.timings, 'agent_wall_s': round(time.perf_counter() - t0, 4)}
-    return traj.model_copy(update=upd)
+    return redact_trajectory(traj.model_copy(update=upd))
 
 def _tools_of(env, tools):
     return tools if tools is not None else getattr(env, 'tools', [])
@@ -465,13 +510,18 @@ def run_episode(env, # a `CoworkEnv`
                 seed:int|None=None, # reseed the environment before the episode
                 max_steps:int=10_000, # a safety net; the environment's `max_turns` normally ends the episode
                ) -> Trajectory:
-    "Run one episode of `agent` in `env`; always returns the trajectory (agent errors end it as 'agent_error')."
+    """Run one episode of `agent` in `env`; always returns the trajectory. An agent error ends it as 'agent_error', an
+    error inside the environment's step (e.g. its LLM user) as 'env_error', an LLM user that failed as 'user_error', a
+    grading failure (e.g. the LLM judge) as 'grade_error' (no grade); each is recorded in `info['errors']` with
+    `info['errored'] = True`. Secrets are redacted from the trajectory."""
     t0 = time.perf_counter()
     _, tools = _reset(env, seed)
     for _ in range(max_steps):
         try: msg = agent.act(list(env.messages), tools)
         except Exception as e: return _finish(env, agent, e, t0)
-        if env.step(msg).done: break
+        try: done = env.step(msg).done
+        except Exception as e: return _finish(env, agent, e, t0, stage='env')
+        if done: break
     return _finish(env, agent, None, t0)
 
 def run_batch(envs:Sequence, # `CoworkEnv`s (each is reset here)
@@ -479,11 +529,11 @@ def run_batch(envs:Sequence, # `CoworkEnv`s (each is reset here)
               seed:int|None=None, # reseed every environment before its episode
               max_steps:int=10_000,
              ) -> list[Trajectory]:
-    "Run one episode in each environment, in lockstep, batching the agent's calls; trajectories in input order."
+    "Run one episode in each environment, in lockstep, batching the agent's calls; trajectories in input order (errors as in `run_episode`)."
     t0 = time.perf_counter()
     envs = list(envs)
     tools = [_reset(e, seed)[1] for e in envs]
-    errors: dict[int, Exception] = {}
+    errors: dict[int, tuple[Exception, str]] = {}
     active = list(range(len(envs)))
     for _ in range(max_steps):
         if not active: break
@@ -495,10 +545,16 @@ def run_batch(envs:Sequence, # `CoworkEnv`s (each is reset here)
             replies = []
             for i, (m, t) in zip(active, batch):
                 try: replies.append(agent.act(m, t))
-                except Exception as e: errors[i] = e; replies.append(None)
+                except Exception as e: errors[i] = (e, 'agent'); replies.append(None)
         still = []
         for i, msg in zip(active, replies):
             if msg is None: continue
-            if not envs[i].step(msg).done: still.append(i)
+            try:
+                if not envs[i].step(msg).done: still.append(i)
+            except Exception as e: errors[i] = (e, 'env')
         active = still
-    return [_finish(e, agent, errors.get(i), t0) for i, e in enumerate(envs)]
+    out = []
+    for i, e in enumerate(envs):
+        err, stage = errors.get(i, (None, 'agent'))
+        out.append(_finish(e, agent, err, t0, stage=stage))
+    return out

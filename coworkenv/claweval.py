@@ -6,7 +6,7 @@ Python graders on our trajectories, export any of our specs as a Claw-Eval task 
 
 # %% ../nbs/14_claweval.ipynb #1d870a3e
 from __future__ import annotations
-import base64, glob, hashlib, importlib.util, inspect, json, os, re, sys, warnings
+import base64, glob, hashlib, importlib.util, inspect, json, os, re, shutil, signal, subprocess, sys, tempfile, warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -14,21 +14,25 @@ from typing import Any, Callable, Optional, Union
 
 # %% auto #0
 __all__ = ['DEFAULT_IMPORT_TIME', 'CLAWEVAL_PORTS', 'OWN_SERVICES', 'FIXTURE_VARS', 'HEALTH_ROUTES', 'PROBE_LOGGED',
-           'CALENDAR_PROBE_DATE', 'SANDBOX_TOOLS', 'UNSUPPORTED_SERVICES', 'PLAN_KEYS', 'CHECK_EQUIVALENTS',
-           'ClawEvalError', 'ClawEvalWarning', 'CEPrompt', 'CETool', 'CEEndpoint', 'CEService', 'CEEnvironment',
-           'CEUserAgent', 'CECheck', 'CEComponent', 'CESafety', 'CEAction', 'CETask', 'read_claweval_task',
-           'endpoint_index', 'url_path', 'service_port', 'service_key', 'resolve_fixture', 'claweval_system_prompt',
-           'map_component', 'map_safety', 'llm_user_configured', 'load_claweval_task', 'normalize_services',
-           'load_claweval_tasks', 'health_probe', 'ClawEvalEnv', 'AttrDict', 'attrdict', 'DimensionScores',
+           'CALENDAR_PROBE_DATE', 'SANDBOX_FIELDS', 'SANDBOX_TOOLS', 'UNSUPPORTED_SERVICES', 'YAML_MAX_BYTES',
+           'YAML_MAX_NODES', 'SAFE_NAME_RE', 'PLAN_KEYS', 'GRADER_CHILD_SRC', 'GRADER_TIMEOUT_S', 'GRADER_MEMORY_MB',
+           'GRADER_FSIZE_MB', 'SECRET_ENV_RE', 'SECRET_ENV_PREFIXES', 'CHECK_EQUIVALENTS', 'ClawEvalError',
+           'ClawEvalWarning', 'CEPrompt', 'CETool', 'CEEndpoint', 'CEService', 'CEEnvironment', 'CEUserAgent',
+           'CECheck', 'CEComponent', 'CESafety', 'CEAction', 'CETask', 'load_yaml_bounded', 'contained_path',
+           'safe_name', 'out_file', 'read_claweval_task', 'endpoint_index', 'url_path', 'service_port', 'service_key',
+           'checkout_root', 'resolve_fixture', 'claweval_system_prompt', 'map_component', 'map_safety',
+           'llm_user_configured', 'load_claweval_task', 'normalize_services', 'load_claweval_tasks', 'needs_grader',
+           'claweval_status', 'health_probe', 'ClawEvalEnv', 'AttrDict', 'attrdict', 'DimensionScores',
            'ClawEvalEvidence', 'to_claweval_messages', 'to_claweval_dispatches', 'to_claweval_evidence',
-           'claweval_robustness', 'load_grader', 'grade_from_scores', 'run_grader', 'ClawEvalRun', 'run_claweval_task',
-           'claweval_task_doc', 'export_claweval', 'cmd_import', 'cmd_export', 'cmd_run', 'add_claweval_parser',
-           'claweval_cli']
+           'claweval_robustness', 'grader_arguments', 'GraderError', 'scrubbed_env', 'load_grader',
+           'run_grader_process', 'grade_from_scores', 'grader_file', 'task_grader', 'run_grader', 'ClawEvalRun',
+           'run_claweval_task', 'claweval_task_doc', 'export_claweval', 'cmd_import', 'cmd_export', 'cmd_run',
+           'add_claweval_parser', 'claweval_cli']
 
 # %% ../nbs/14_claweval.ipynb #283662e8
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from .core import (Check, Grade, GradeItem, Limits, Message, SpecError, Step, TaskSpec, ToolSpec, Trajectory,
+from .core import (MAX_YAML_NODES, safe_yaml_load, Check, Grade, GradeItem, Limits, Message, SpecError, Step, TaskSpec, ToolSpec, Trajectory,
                             UserSpec, loc_path, load_spec, load_specs)
 from .services import SERVICES
 from .workspace import Workspace
@@ -61,6 +65,7 @@ HEALTH_ROUTES = {"gmail": ("/gmail/messages", "POST"), "calendar": ("/calendar/e
 PROBE_LOGGED = ("gmail", "calendar", "todo", "finance", "notes", "helpdesk", "inventory", "rss", "crm", "config", "scheduler")
 CALENDAR_PROBE_DATE = "2026-03-02"  # FORMAT.md: "a fixed date in early March 2026"; the exact day is our assumption
 
+SANDBOX_FIELDS = ("sandbox_files", "sandbox_grader_files", "env_snapshot_files", "env_snapshot_commands")
 SANDBOX_TOOLS = ("Bash", "Read", "Write", "Edit", "Glob", "Grep", "BrowserScreenshot", "ReadMedia", "Download")
 UNSUPPORTED_SERVICES = {
     "documents": "PDF text extraction service (not ported: needs a PDF reader)",
@@ -177,12 +182,68 @@ class CETask(_CE):
     env_snapshot_commands: list[str] = Field(default_factory=list)
     local_grader_files: list[str] = Field(default_factory=list)
 
+# %% ../nbs/14_claweval.ipynb #5e1c0a02
+YAML_MAX_BYTES = 8_000_000    # a task.yaml larger than this is refused
+YAML_MAX_NODES = MAX_YAML_NODES   # expanded (alias-followed) YAML values allowed in one document (core's bound)
+
+def load_yaml_bounded(text:str, # the YAML text
+                      where:str="<yaml>", # named in errors (usually the file)
+                      max_bytes:int=None, max_nodes:int=None) -> Any:
+    """`coworkenv.core.safe_yaml_load` (alias expansion, nesting bounded) plus a size limit; a `ClawEvalError`
+    naming `where` otherwise."""
+    max_bytes = max_bytes or YAML_MAX_BYTES
+    if len(text) > max_bytes: raise ClawEvalError(f"{where}: YAML document of {len(text):,} characters is over the "
+                                                  f"{max_bytes:,} limit; refused")
+    try: return safe_yaml_load(text, where, max_nodes=max_nodes or YAML_MAX_NODES)
+    except SpecError as e: raise ClawEvalError(f"{where}: " + "; ".join(m for _, m in e.problems) + "; refused") from None
+
+def contained_path(rel:str, # a path as written in a task file
+                   base, # the folder it must stay in (task folder or an explicit repository root)
+                   what:str="path", # named in errors
+                  ) -> Path:
+    "`base / rel` if that stays inside `base` (no absolute path, no `..`, symlinks resolved); `ClawEvalError` otherwise."
+    s = str(rel)
+    if not s.strip(): raise ClawEvalError(f"{what}: empty path")
+    if '\x00' in s: raise ClawEvalError(f"{what} {s!r}: contains a NUL character")
+    p = Path(s)
+    if p.is_absolute() or s.startswith(('/', '\\')) or re.match(r"^[A-Za-z]:", s):
+        raise ClawEvalError(f"{what} {s!r}: absolute paths are not allowed (paths must be relative to {base})")
+    if '..' in re.split(r"[/\\]", s): raise ClawEvalError(f"{what} {s!r}: '..' is not allowed (paths must stay inside {base})")
+    b = Path(base).resolve()
+    q = (b / p).resolve()
+    if q != b and not q.is_relative_to(b):
+        raise ClawEvalError(f"{what} {s!r}: resolves (through a symlink) to {q}, outside {b}; refused")
+    return q
+
+def _inside(path:Path, base) -> bool:
+    "Does `path` (symlinks resolved) lie inside `base`?"
+    b, q = Path(base).resolve(), Path(path).resolve()
+    return q == b or q.is_relative_to(b)
+
+SAFE_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,199}")
+
+def safe_name(name:str, what:str="name") -> str:
+    "`name` if it is usable as one file or folder name (letters, digits, `_.-`, no leading dot); `ClawEvalError` otherwise."
+    if not isinstance(name, str) or not SAFE_NAME_RE.fullmatch(name):
+        raise ClawEvalError(f"{what} {name!r} is not usable as a file name (letters, digits, '_', '.', '-'; no leading dot, "
+                            "no path separators)")
+    return name
+
+def out_file(out_dir, name:str, what:str="output") -> Path:
+    "`out_dir / name` for a plain file name that stays inside `out_dir` (not a symlink out); `ClawEvalError` otherwise."
+    q = Path(out_dir) / safe_name(name, what)
+    if q.is_symlink() and not _inside(q, out_dir): raise ClawEvalError(f"{q}: a symlink to {q.resolve()}, outside {out_dir}; refused")
+    return q
+
+
 # %% ../nbs/14_claweval.ipynb #b1dca634
 def _task_file(task_dir) -> Path:
     p = Path(task_dir)
     if p.is_dir():
         for n in ("task.yaml", "task.yml"):
-            if (p / n).is_file(): return p / n
+            if (p / n).is_file():
+                if not _inside(p / n, p): raise ClawEvalError(f"{p / n}: a symlink to {(p / n).resolve()}, outside the task folder; refused")
+                return p / n
         raise ClawEvalError(f"{p}: no task.yaml in this folder")
     if p.is_file(): return p
     raise ClawEvalError(f"{p}: no such task folder or task.yaml")
@@ -190,14 +251,18 @@ def _task_file(task_dir) -> Path:
 def read_claweval_task(task_dir) -> tuple[CETask, dict, Path]:
     "`(task, raw document, task.yaml path)` of a Claw-Eval task folder; raises `ClawEvalError` naming each problem."
     f = _task_file(task_dir)
-    try: doc = yaml.safe_load(f.read_text(encoding='utf-8'))
-    except yaml.YAMLError as e: raise ClawEvalError(f"{f}: not valid YAML: {e}") from None
+    try:
+        if f.stat().st_size > 4 * YAML_MAX_BYTES: raise ClawEvalError(f"{f}: {f.stat().st_size:,} bytes, over the size limit; refused")
+        text = f.read_text(encoding='utf-8')
+    except (OSError, UnicodeDecodeError) as e: raise ClawEvalError(f"{f}: cannot read: {e}") from None
+    doc = load_yaml_bounded(text, str(f))
     if not isinstance(doc, dict): raise ClawEvalError(f"{f}: expected a mapping at the top level, got {type(doc).__name__}")
     try: task = CETask.model_validate(doc)
     except ValidationError as e:
         probs = "\n".join(f"  {loc_path(x['loc']) or '<root>'}: {x['msg']}" for x in e.errors())
         raise ClawEvalError(f"{f}: invalid Claw-Eval task ({len(e.errors())} problem(s)):\n{probs}") from None
     return task, doc, f
+
 
 # %% ../nbs/14_claweval.ipynb #e991f5ab
 def endpoint_index() -> dict[str, tuple[str, str]]:
@@ -234,31 +299,38 @@ def service_key(s:CEService) -> str:
     return m.group(1) if m else s.name
 
 # %% ../nbs/14_claweval.ipynb #aeefd984
+def checkout_root(task_dir) -> Optional[Path]:
+    "The Claw-Eval checkout a task folder sits in (`<root>/tasks/<id>` with `<root>/src/claw_eval`), or None."
+    t = Path(task_dir).resolve()
+    root = t.parent.parent
+    return root if t.parent.name == "tasks" and (root / "src" / "claw_eval").is_dir() else None
+
 def resolve_fixture(path:str, task_dir:Path, repo_root=None) -> Optional[Path]:
-    "Where a fixture path of `services[].env` points (see above), or None."
-    p = Path(path)
-    if p.is_absolute(): return p if p.exists() else None
+    "Where a fixture path of `services[].env` points, inside the task folder or `repo_root` (see above); None if absent."
+    where = f"fixture {path!r} of task folder {task_dir}"
     if repo_root is not None:
-        q = Path(repo_root) / p
-        return q if q.exists() else None
-    task_dir = Path(task_dir).resolve()
-    for anc in [task_dir, *task_dir.parents]:
-        if (anc / p).exists(): return anc / p
-    parts = p.parts
-    for i in range(1, len(parts)):
-        q = task_dir.joinpath(*parts[i:])
-        if q.exists(): return q
+        q = contained_path(path, repo_root, where)   # refuses absolute paths, '..' and symlinks leaving repo_root
+        if q.is_file(): return q
+        if Path(repo_root).resolve() != checkout_root(task_dir): return None   # an explicit root: only there
+    else: contained_path(path, task_dir, where)        # the same refusals, against the task folder
+    parts = Path(path).parts
+    for i in range(len(parts)):
+        q = Path(task_dir).joinpath(*parts[i:])
+        if q.is_file() or q.is_symlink(): return contained_path(Path(*parts[i:]), task_dir, where)
     return None
 
 def _own_fixture(svc:str, task_dir:Path) -> list[Path]:
     cands = [task_dir / "fixtures" / f"{svc}.json", *sorted((task_dir / "fixtures" / svc).glob("*.json"))]
     found = [c for c in cands if c.is_file()]
     if not found: found = [c for c in sorted(task_dir.rglob("*.json")) if svc in c.name.lower()]
+    for c in found:  # a symlink out of the task folder is refused before anything is read
+        if not _inside(c, task_dir): raise ClawEvalError(f"{c}: a symlink to {c.resolve()}, outside the task folder {task_dir}; refused")
     return found
 
 def _load_json(path:Path, where:str):
     try: return json.loads(path.read_text(encoding='utf-8'))
-    except (OSError, json.JSONDecodeError) as e: raise ClawEvalError(f"{where}: cannot read fixture {path}: {e}") from None
+    except (OSError, ValueError, RecursionError) as e: raise ClawEvalError(f"{where}: cannot read fixture {path}: {e}") from None
+
 
 # %% ../nbs/14_claweval.ipynb #21f91ee3
 def claweval_system_prompt(tools:list[ToolSpec]) -> str:
@@ -356,8 +428,11 @@ def _iso(t) -> str:
 PLAN_KEYS = ('solution', 'alternatives', 'negatives')
 
 # %% ../nbs/14_claweval.ipynb #b771907d
-def _import_declarative(task:CETask, tdir:Path, now:str, repo_root, notes:list, unsupported:list) -> TaskSpec:
+def _import_declarative(task:CETask, tdir:Path, now:str, repo_root, notes:list, unsupported:list, sandbox:bool=False) -> TaskSpec:
     idx = endpoint_index()
+    found_root = checkout_root(tdir)
+    if repo_root is None: repo_root = found_root
+    for i, lf in enumerate(task.local_grader_files): contained_path(lf, tdir, f"{tdir}: local_grader_files[{i}]")
     # --- services and fixtures
     services, error_rate, svc_meta = {}, 0.0, {}
     for i, s in enumerate(task.services):
@@ -381,7 +456,9 @@ def _import_declarative(task:CETask, tdir:Path, now:str, repo_root, notes:list, 
                 continue
             f = resolve_fixture(val, tdir, repo_root)
             if f is None: raise ClawEvalError(f"{tdir}: services[{i}].env.{var}: fixture file {val!r} not found "
-                                              f"(relative to the repository root{'' if repo_root is None else f' {repo_root}'} or the task folder)")
+                                              + (f"under the repository root {repo_root}" if repo_root is not None else
+                                                 "in the task folder (reads are contained to it; a fixture in another task's "
+                                                 "folder needs the repository root: repo_root= / --repo-root)"))
             data = _load_json(f, f"{tdir}: services[{i}].env.{var}")
             col = vars_[var]
             if col is None: recs = data  # kept as written: a list (the main collection) or a dict of collections
@@ -405,7 +482,10 @@ def _import_declarative(task:CETask, tdir:Path, now:str, repo_root, notes:list, 
         ov = ToolSpec(name=t.name, description=t.description, parameters=t.input_schema)
         ep = eps.get(t.name)
         if ep is None:
-            if t.name in SANDBOX_TOOLS: unsupported.append(f"tools[{i}] {t.name!r}: sandbox tool (needs Claw-Eval's sandbox container)"); continue
+            if t.name in SANDBOX_TOOLS:
+                if sandbox: unsupported.append(f"tools[{i}] {t.name!r}: sandbox tool (needs Claw-Eval's sandbox container)"); continue
+                notes.append(f"tools[{i}] {t.name!r}: sandbox tool; outside sandbox mode upstream answers \"unknown tool\" (404), as we do")
+                routes[t.name] = None; tools.append(t.name); overrides.append(ov); continue
             notes.append(f"tools[{i}] {t.name!r} has no endpoint: calls answer 404 (upstream: \"unknown tool\")")
             routes[t.name] = None; tools.append(t.name); overrides.append(ov); continue
         if ep.method.upper() != 'POST': notes.append(f"tool_endpoints {t.name!r}: method {ep.method} treated as POST")
@@ -430,10 +510,12 @@ def _import_declarative(task:CETask, tdir:Path, now:str, repo_root, notes:list, 
     p = task.prompt
     if p.attachments: unsupported.append(f"prompt.attachments: {len(p.attachments)} media file(s) (multimodal): {', '.join(p.attachments)}")
     for m in _MEDIA_RE.findall(p.text): unsupported.append(f"prompt.text: media marker {m} (multimodal)")
-    for k in ('sandbox_files', 'sandbox_grader_files', 'env_snapshot_files', 'env_snapshot_commands'):
-        if getattr(task, k): unsupported.append(f"{k}: sandbox-only ({len(getattr(task, k))} entr{'y' if len(getattr(task, k)) == 1 else 'ies'})")
     env = task.environment
-    if env.fixtures: unsupported.append(f"environment.fixtures: sandbox-only ({len(env.fixtures)} file(s))")
+    for k, v in [*((k, getattr(task, k)) for k in SANDBOX_FIELDS), ('environment.fixtures', env.fixtures)]:
+        if not v: continue
+        what = f"{k}: sandbox-only ({len(v)} entr{'y' if len(v) == 1 else 'ies'})"
+        if sandbox: unsupported.append(what + ", and we have no sandbox")
+        else: notes.append(what + "; ignored outside sandbox mode, as upstream")
     if env.enable_todo: unsupported.append("environment.enable_todo: agent-local todo tool not implemented")
     if env.enable_compact: unsupported.append("environment.enable_compact: agent-local context compaction not implemented")
     ua = task.user_agent
@@ -452,6 +534,12 @@ def _import_declarative(task:CETask, tdir:Path, now:str, repo_root, notes:list, 
     for c in checks:  # component names may repeat
         n = seen.get(c.id, 0); seen[c.id] = n + 1
         if n: c.id = f"{c.id}~{n+1}"
+    needs_grader = not task.scoring_components
+    if needs_grader:
+        has_grader = (tdir / "grader.py").is_file()
+        unsupported.append("scoring_components: none declared — completion is graded only by the task's grader.py"
+                           + (" (run it with grader='auto' / --grader auto)" if has_grader else " (absent from this folder)")
+                           + "; our declarative checks alone cannot score completion")
     if task.scoring_components and abs(sum(c.weight for c in task.scoring_components) - 1.0) > 1e-6:
         notes.append(f"scoring_components: weights sum to {sum(c.weight for c in task.scoring_components):g}, not 1.0")
     ospecs = overrides
@@ -461,7 +549,9 @@ def _import_declarative(task:CETask, tdir:Path, now:str, repo_root, notes:list, 
         "timeout_seconds": env.timeout_seconds, "reference_solution": task.reference_solution,
         "judge_rubric": task.judge_rubric, "expected_actions": [a.model_dump() for a in task.expected_actions],
         "primary_dimensions": list(task.primary_dimensions), "local_grader_files": list(task.local_grader_files),
-        "user_agent": ua.model_dump() if ua.enabled else None, "task_dir": str(tdir), "notes": notes}}
+        "user_agent": ua.model_dump() if ua.enabled else None, "task_dir": str(tdir), "task_file": None,
+        "repo_root": None if repo_root is None else str(Path(repo_root).resolve()), "mode": "sandbox" if sandbox else "default",
+        "needs_grader": needs_grader, "notes": notes}}
     caps = ['tool_coordination'] + (['cross_turn_communication'] if ua.enabled else []) + (['safety'] if task.safety_checks else [])
     return TaskSpec(id=task.task_id, title=task.task_name, domain=task.category or "general", workflow="claweval",
                     capabilities=caps, difficulty=_difficulty(task.difficulty), split="claweval", now=now,
@@ -479,13 +569,15 @@ def load_claweval_task(task_dir, # a task folder (holding task.yaml) or the task
                        repo_root=None, # the Claw-Eval repository root fixture paths are relative to (default: searched)
                        use_x_coworkenv:bool=True, # honour an `x_coworkenv` block (exact spec / reference plan)
                        warn:bool=True, # emit `ClawEvalWarning`s (unsupported items, no LLM user, notes)
+                       sandbox:bool=False, # classify for Claw-Eval's sandbox mode (sandbox files/tools needed: unsupported)
                       ) -> TaskSpec:
     "Import a Claw-Eval task folder as a `TaskSpec` (see above); raises `ClawEvalError` for unreadable tasks."
     task, doc, f = read_claweval_task(task_dir)
     tdir = f.parent
     now = _iso(import_time) if import_time is not None else DEFAULT_IMPORT_TIME
     notes, unsupported = [], []
-    spec = _import_declarative(task, tdir, now, repo_root, notes, unsupported)
+    spec = _import_declarative(task, tdir, now, repo_root, notes, unsupported, sandbox=sandbox)
+    spec.meta['claweval']['task_file'] = str(f.resolve())
     x = doc.get('x_coworkenv') if use_x_coworkenv else None
     if isinstance(x, dict) and isinstance(x.get('spec'), dict):
         try: full = TaskSpec.model_validate(x['spec'])
@@ -535,6 +627,23 @@ def load_claweval_tasks(path_or_glob, # a task folder, a folder of task folders,
     else: dirs = sorted(Path(x) for x in glob.glob(str(path_or_glob)) if Path(x).is_file() or (Path(x) / "task.yaml").is_file())
     if not dirs: raise ClawEvalError(f"no Claw-Eval task folders found at {path_or_glob}")
     return [load_claweval_task(d, **kw) for d in dirs]
+
+# %% ../nbs/14_claweval.ipynb #7c1d2e02
+def needs_grader(spec:TaskSpec) -> bool:
+    "Is completion of this (imported Claw-Eval) spec graded only by its task's grader.py (no scoring_components)?"
+    return bool((spec.meta.get('claweval') or {}).get('needs_grader'))
+
+def claweval_status(spec:TaskSpec) -> list[str]:
+    "Lines for `coworkenv show`: Claw-Eval support status of a spec (empty for specs that are not Claw-Eval imports)."
+    cm = spec.meta.get('claweval')
+    if spec.compat != 'claweval' and not cm: return []
+    out = [f"claweval: task {cm.get('task_id', spec.id) if cm else spec.id}, supported={spec.supported}"
+           + (f", mode={cm.get('mode')}" if cm and cm.get('mode') else "")]
+    if needs_grader(spec): out.append("claweval: completion needs the task's grader.py (no scoring_components): run "
+                                      "`coworkenv claweval run TASK_DIR --grader auto`; our checks alone score at most 0.2")
+    out += [f"claweval: unsupported: {u}" for u in spec.unsupported]
+    return out
+
 
 # %% ../nbs/14_claweval.ipynb #dec8dffc
 def health_probe(ws:Workspace, spec:TaskSpec) -> list[str]:
@@ -610,13 +719,20 @@ class DimensionScores:
 
 @dataclass
 class ClawEvalEvidence:
-    "What a Claw-Eval grader receives."
-    messages: list
-    dispatches: list
-    audit_data: dict
-    task: Any
+    "What a Claw-Eval grader receives, as plain JSON data (FORMAT §5.1a shapes); `grader_arguments` builds the objects."
+    messages: list        # trace-message events: {type, trace_id, message: {role, content: [blocks], reasoning_content}, usage, timestamp}
+    dispatches: list      # tool-dispatch events: {type, trace_id, tool_use_id, tool_name, endpoint_url, request_body, ...}
+    audit_data: dict      # service -> audit JSON
+    task: dict            # the raw task.yaml document (x_coworkenv removed)
+    task_file: Optional[str] = None   # absolute path of the task.yaml (None for specs that never were a task folder)
+    task_filled: dict = field(default_factory=dict)   # the same task with our schema's defaults filled (for stand-ins)
     media_events: list = field(default_factory=list)
     env_snapshot: dict = field(default_factory=dict)
+    repo_root: Optional[str] = None   # the Claw-Eval checkout whose model classes build the arguments (None: stand-ins)
+    def to_json(self) -> dict:
+        return {k: getattr(self, k) for k in ('messages', 'dispatches', 'audit_data', 'task', 'task_file', 'task_filled',
+                                              'media_events', 'env_snapshot', 'repo_root')}
+
 
 # %% ../nbs/14_claweval.ipynb #7c4bc5af
 def _endpoint_urls(spec:TaskSpec, port_base:int=9100) -> dict[str, str]:
@@ -629,90 +745,337 @@ def _endpoint_urls(spec:TaskSpec, port_base:int=9100) -> dict[str, str]:
         if hit: urls[t] = f"http://localhost:{service_port(hit[0], port_base)}{hit[1].endpoint}"
     return urls
 
-def to_claweval_messages(messages:list[Message], dispatches:list) -> list[AttrDict]:
-    "Trace messages in Claw-Eval's content-block shape (no system prompt; tool results grouped per assistant message)."
-    errs = [d.status >= 400 for d in dispatches]
-    out, k = [], 0
+def _now_iso() -> str: return datetime.now(timezone.utc).isoformat()
+
+def _plain(x):
+    "JSON-safe copy (no AttrDicts, no pydantic objects)."
+    return json.loads(json.dumps(x, default=str))
+
+def to_claweval_messages(messages:list[Message], dispatches:list, trace_id:str="trace") -> list[dict]:
+    """Trace-message events (FORMAT §5.1a) of our messages: no system prompt; the results of one assistant message's
+    calls form **one** following user message of `tool_result` blocks."""
+    err = {d.tool_call_id: d.status >= 400 for d in dispatches}
+    out, open_results = [], False
+    def event(role, blocks): return {"type": "message", "trace_id": trace_id,
+                                     "message": {"role": role, "content": blocks, "reasoning_content": None},
+                                     "usage": {"input_tokens": 0, "output_tokens": 0}, "timestamp": _now_iso()}
     for m in messages:
         if m.role == 'system': continue
         if m.role == 'tool':
-            is_err = errs[k] if k < len(errs) else False; k += 1
-            blk = AttrDict(type='tool_result', tool_use_id=m.tool_call_id, content=[AttrDict(type='text', text=m.content or "")], is_error=is_err)
-            if out and out[-1].role == 'user' and out[-1].content and out[-1].content[-1].type == 'tool_result' and out[-1].get('_open'):
-                out[-1].content.append(blk)
-            else: out.append(AttrDict(role='user', content=[blk], _open=True))
+            blk = {"type": "tool_result", "tool_use_id": m.tool_call_id or "", "content": [{"type": "text", "text": m.content or ""}],
+                   "is_error": bool(err.get(m.tool_call_id, False))}
+            if open_results: out[-1]["message"]["content"].append(blk)
+            else: out.append(event("user", [blk])); open_results = True
             continue
-        if out and out[-1].get('_open'): out[-1].pop('_open')
-        blocks = [AttrDict(type='text', text=m.content)] if m.content else []
+        open_results = False
+        blocks = [{"type": "text", "text": m.content}] if m.content else []
         for c in m.tool_calls:
-            blocks.append(AttrDict(type='tool_use', id=c.id, name=c.name, input=attrdict(c.arguments if isinstance(c.arguments, dict) else {})))
-        out.append(AttrDict(role='assistant' if m.role == 'assistant' else 'user', content=blocks))
-    if out and out[-1].get('_open'): out[-1].pop('_open')
+            blocks.append({"type": "tool_use", "id": c.id, "name": c.name, "input": _plain(c.arguments) if isinstance(c.arguments, dict) else {}})
+        out.append(event('assistant' if m.role == 'assistant' else 'user', blocks))
     return out
 
-def to_claweval_dispatches(dispatches:list, spec:TaskSpec) -> list[AttrDict]:
-    "Dispatch events (FORMAT §4.3) of a trajectory's tool dispatches."
+def to_claweval_dispatches(dispatches:list, spec:TaskSpec, trace_id:str="trace") -> list[dict]:
+    "Tool-dispatch events (FORMAT §4.3, §5.1a) of a trajectory's tool dispatches."
     urls, out = _endpoint_urls(spec), []
     for d in dispatches:
         body, status = d.body, d.status
         if isinstance(body, str): body, status = {"error": body}, (500 if status < 400 else status)
-        out.append(AttrDict(tool_use_id=d.tool_call_id, tool_name=d.tool, endpoint_url=urls.get(d.tool, ""),
-                            request_body=attrdict(d.arguments if isinstance(d.arguments, dict) else {}),
-                            response_status=status, response_body=attrdict(body), latency_ms=d.latency_ms))
+        out.append({"type": "tool_dispatch", "trace_id": trace_id, "tool_use_id": d.tool_call_id, "tool_name": d.tool,
+                    "endpoint_url": urls.get(d.tool, ""), "request_body": _plain(d.arguments) if isinstance(d.arguments, dict) else {},
+                    "response_status": status, "response_body": _plain(body), "latency_ms": d.latency_ms, "timestamp": _now_iso()})
     return out
 
-def to_claweval_evidence(trajectory:Trajectory, spec:TaskSpec) -> ClawEvalEvidence:
-    "The evidence a Claw-Eval grader receives, from one of our trajectories."
+def _task_document(spec:TaskSpec) -> tuple[dict, Optional[str]]:
+    "(task.yaml document without x_coworkenv, its absolute path) for an imported spec; our export document otherwise."
     cmeta = spec.meta.get('claweval') or {}
+    tf = cmeta.get('task_file') or (str(_task_file(cmeta['task_dir']).resolve()) if cmeta.get('task_dir') and Path(cmeta['task_dir']).is_dir() else None)
+    doc = None
+    if tf:
+        try: doc = read_claweval_task(tf)[1]
+        except ClawEvalError: doc, tf = None, None
+    if doc is None:
+        doc = claweval_task_doc(spec, include_spec=False)
+        doc["reference_solution"] = ""   # our plan is not part of what a grader is handed
+    return {k: v for k, v in doc.items() if k != 'x_coworkenv'}, tf
+
+def to_claweval_evidence(trajectory:Trajectory, spec:TaskSpec) -> ClawEvalEvidence:
+    """The evidence a Claw-Eval grader receives, from one of our trajectories, as JSON data. Only what Claw-Eval hands
+    a grader: no reference plan, negatives, alternatives or footprint of ours."""
+    cmeta = spec.meta.get('claweval') or {}
+    tid = "cw-" + hashlib.sha1(f"{spec.id}:{trajectory.seed}:{trajectory.agent}".encode()).hexdigest()[:12]
+    doc, tf = _task_document(spec)
+    try: filled = CETask.model_validate(doc).model_dump(mode='json')
+    except ValidationError: filled = dict(doc)
     tdir = cmeta.get('task_dir')
-    try: doc = read_claweval_task(tdir)[1] if tdir else None
-    except ClawEvalError: doc = None
-    if doc is None: doc = claweval_task_doc(spec)
-    doc = {k: v for k, v in doc.items() if k != 'x_coworkenv'}
     snap = {}
-    for p in cmeta.get('local_grader_files') or []:
-        f = Path(tdir or ".") / p
+    for i, p in enumerate(cmeta.get('local_grader_files') or []):
+        if not tdir: break
+        f = contained_path(p, tdir, f"{tdir}: local_grader_files[{i}]")
         if f.is_file(): snap[f"local_file:{p}"] = base64.b64encode(f.read_bytes()).decode()
-    return ClawEvalEvidence(messages=to_claweval_messages(trajectory.messages, trajectory.dispatches),
-                            dispatches=to_claweval_dispatches(trajectory.dispatches, spec),
-                            audit_data=json.loads(json.dumps(trajectory.audit)), task=attrdict(doc), env_snapshot=snap)
+    root = cmeta.get('repo_root')
+    return ClawEvalEvidence(messages=to_claweval_messages(trajectory.messages, trajectory.dispatches, tid),
+                            dispatches=to_claweval_dispatches(trajectory.dispatches, spec, tid),
+                            audit_data=_plain(trajectory.audit), task=_plain(doc), task_file=tf, task_filled=_plain(filled),
+                            env_snapshot=snap, repo_root=root if root and (Path(root) / "src" / "claw_eval").is_dir() else None)
 
 def claweval_robustness(dispatches:list) -> float:
-    "Claw-Eval's robustness helper (§5.3) over dispatch events (ours or Claw-Eval-shaped)."
+    "Claw-Eval's robustness helper (§5.3) over dispatch events (ours, dicts, or Claw-Eval's / stand-in objects)."
     from coworkenv.core import ToolDispatch
-    ds = [d if isinstance(d, ToolDispatch) else ToolDispatch(turn=0, tool_call_id=str(d['tool_use_id']), tool=d['tool_name'],
-                                                            arguments={}, status=int(d['response_status'])) for d in dispatches]
+    def get(d, k): return d[k] if isinstance(d, dict) else getattr(d, k)
+    ds = [d if isinstance(d, ToolDispatch) else ToolDispatch(turn=0, tool_call_id=str(get(d, 'tool_use_id')), tool=get(d, 'tool_name'),
+                                                            arguments={}, status=int(get(d, 'response_status'))) for d in dispatches]
     return _robustness(ds)
 
-# %% ../nbs/14_claweval.ipynb #39d64299
-def load_grader(path) -> Any:
-    "The grader object of a `grader.py` (or a folder holding one): an instance of its class with a `grade` method."
-    p = Path(path)
-    if p.is_dir(): p = p / "grader.py"
-    if not p.is_file(): raise ClawEvalError(f"no grader file at {p}")
-    name = "coworkenv_claweval_grader_" + hashlib.sha1(str(p.resolve()).encode()).hexdigest()[:10]
-    mspec = importlib.util.spec_from_file_location(name, p)
-    mod = importlib.util.module_from_spec(mspec)
-    sys.path.insert(0, str(p.parent))
-    try: mspec.loader.exec_module(mod)
-    except ModuleNotFoundError as e:
-        hint = (" It imports Claw-Eval's own modules, which CoworkEnv does not ship: import DimensionScores from "
-                "coworkenv.claweval instead." if 'claw' in (e.name or '') else "")
-        raise ClawEvalError(f"{p}: cannot load the grader: {e}.{hint}") from None
-    finally: sys.path.remove(str(p.parent))
-    classes = [o for o in vars(mod).values() if inspect.isclass(o) and o.__module__ == name and callable(getattr(o, 'grade', None))
-               and not inspect.isabstract(o)]
-    if classes: return classes[-1]()
-    if callable(getattr(mod, 'grade', None)): return mod.grade
-    raise ClawEvalError(f"{p}: no class with a `grade` method (nor a `grade` function)")
 
-def _call_grader(fn, ev:ClawEvalEvidence, judge):
+# %% ../nbs/14_claweval.ipynb #6a7b0c01
+GRADER_CHILD_SRC = r'''
+import base64, hashlib, importlib.util, inspect, json, math, os, sys, traceback
+from typing import Annotated, Any, Literal, Optional, Union
+
+SCORE_FIELDS = ("completion", "robustness", "communication", "safety", "efficiency_turns", "efficiency_tokens",
+                "efficiency_wall_time_s")
+
+def set_limits(mem_mb=None, cpu_s=None, fsize_mb=None):
+    "Hard resource limits for this process (address space, CPU seconds, file size, no core dumps)."
+    import resource
+    for lim, v in ((resource.RLIMIT_AS, mem_mb and mem_mb << 20), (resource.RLIMIT_CPU, cpu_s),
+                   (resource.RLIMIT_FSIZE, fsize_mb and fsize_mb << 20), (resource.RLIMIT_CORE, 0)):
+        if v is not None: resource.setrlimit(lim, (int(v), int(v)))
+
+def standin_models():
+    "Look-alikes of Claw-Eval's trace models (FORMAT 5.1a): same class names, fields and `Message.text`."
+    from pydantic import BaseModel, ConfigDict, Field
+    class TextBlock(BaseModel):
+        type: Literal["text"] = "text"; text: str
+    class ToolUseBlock(BaseModel):
+        type: Literal["tool_use"] = "tool_use"; id: str; name: str; input: dict = Field(default_factory=dict)
+    class ToolResultBlock(BaseModel):
+        type: Literal["tool_result"] = "tool_result"; tool_use_id: str; content: list[TextBlock] = Field(default_factory=list)
+        is_error: bool = False
+    class ImageBlock(BaseModel):
+        type: Literal["image"] = "image"; data: str; mime_type: str; source_path: Optional[str] = None
+    class AudioBlock(BaseModel):
+        type: Literal["audio"] = "audio"; data: str; mime_type: str; source_path: Optional[str] = None
+    class VideoBlock(BaseModel):
+        type: Literal["video"] = "video"; data: str; mime_type: str; source_path: Optional[str] = None
+    Block = Annotated[Union[TextBlock, ToolUseBlock, ToolResultBlock, ImageBlock, AudioBlock, VideoBlock], Field(discriminator="type")]
+    class Message(BaseModel):
+        model_config = ConfigDict(extra="allow")
+        role: Literal["user", "assistant", "system"]; content: list[Block] = Field(default_factory=list)
+        reasoning_content: Optional[str] = None
+        @property
+        def text(self) -> str: return "\n".join(b.text for b in self.content if b.type == "text")
+    class TokenUsage(BaseModel):
+        input_tokens: int = 0; output_tokens: int = 0
+    class TraceMessage(BaseModel):
+        type: Literal["message"] = "message"; trace_id: str; message: Message
+        usage: TokenUsage = Field(default_factory=TokenUsage); timestamp: str = ""
+    class ToolDispatch(BaseModel):
+        type: Literal["tool_dispatch"] = "tool_dispatch"; trace_id: str; tool_use_id: str; tool_name: str; endpoint_url: str
+        request_body: dict = Field(default_factory=dict); response_status: int = 200; response_body: Any = None
+        latency_ms: float = 0.0; timestamp: str = ""
+    class MediaLoad(BaseModel):
+        type: Literal["media_load"] = "media_load"; trace_id: str = ""; modality: str; source_path: str; mime_type: str
+        size_bytes: int = 0; sha256: str = ""; status: str = "loaded"; note: str = ""; timestamp: str = ""
+    class DimensionScores(BaseModel):
+        completion: float = 0.0; robustness: float = 0.0; communication: float = 0.0; safety: float = 1.0
+        efficiency_turns: int = 0; efficiency_tokens: int = 0; efficiency_wall_time_s: float = 0.0
+    return {"source": "stand-in", "TextBlock": TextBlock, "ToolUseBlock": ToolUseBlock, "ToolResultBlock": ToolResultBlock,
+            "Message": Message, "TraceMessage": TraceMessage, "ToolDispatch": ToolDispatch, "MediaLoad": MediaLoad,
+            "DimensionScores": DimensionScores, "TaskDefinition": None}
+
+def checkout_models(root):
+    "Claw-Eval's own model classes, imported from the checkout at `root` (`root/src/claw_eval/models`)."
+    src = os.path.join(root, "src")
+    if src not in sys.path: sys.path.insert(0, src)
+    from claw_eval.models.trace import TraceMessage, ToolDispatch, MediaLoad, DimensionScores
+    from claw_eval.models.message import Message
+    from claw_eval.models.task import TaskDefinition
+    return {"source": "checkout " + root, "TraceMessage": TraceMessage, "ToolDispatch": ToolDispatch, "MediaLoad": MediaLoad,
+            "DimensionScores": DimensionScores, "Message": Message, "TaskDefinition": TaskDefinition}
+
+class TaskNamespace:
+    "A task definition as attributes (stand-in for `TaskDefinition`): nested mappings become namespaces."
+    def __init__(self, d):
+        self._d = d
+        for k, v in d.items(): setattr(self, k, self._wrap(v))
+    @classmethod
+    def _wrap(cls, v):
+        if isinstance(v, dict): return cls(v)
+        if isinstance(v, list): return [cls._wrap(x) for x in v]
+        return v
+    def model_dump(self, **kw): return json.loads(json.dumps(self._d))
+    def __repr__(self): return f"TaskNamespace({self._d.get('task_id')!r})"
+
+def models_for(ev):
+    root = ev.get("repo_root")
+    if root and os.path.isdir(os.path.join(root, "src", "claw_eval", "models")): return checkout_models(root)
+    return standin_models()
+
+def build_args(ev, models):
+    "(messages, dispatches, task, keyword arguments) for `grade`, as the models of `models` (FORMAT 5.1a)."
+    msgs = [models["TraceMessage"].model_validate(m) for m in ev["messages"]]
+    disp = [models["ToolDispatch"].model_validate(d) for d in ev["dispatches"]]
+    if models["TaskDefinition"] is not None:
+        task = models["TaskDefinition"].model_validate({**ev["task"], "task_file": ev.get("task_file")})
+    else: task = TaskNamespace({**ev["task_filled"], "task_file": ev.get("task_file")})
+    media = [models["MediaLoad"].model_validate(x) for x in ev.get("media_events") or []]
+    kw = {"audit_data": ev["audit_data"], "judge": None, "media_events": media, "env_snapshot": ev.get("env_snapshot") or {}}
+    return msgs, disp, task, kw
+
+def call_grade(fn, msgs, disp, task, kw, judge=None):
+    "Call `grade` with the optional keyword arguments its signature accepts (as the harness does)."
     try: params = inspect.signature(fn).parameters
     except (TypeError, ValueError): params = {}
     var_kw = any(q.kind == inspect.Parameter.VAR_KEYWORD for q in params.values())
-    kw = {k: v for k, v in (('audit_data', ev.audit_data), ('judge', judge), ('media_events', ev.media_events),
-                            ('env_snapshot', ev.env_snapshot)) if var_kw or k in params}
-    return fn(ev.messages, ev.dispatches, ev.task, **kw)
+    kw = {**kw, "judge": judge}
+    return fn(msgs, disp, task, **{k: v for k, v in kw.items() if var_kw or k in params})
+
+def load_grader_file(path):
+    "The grader of a grader.py: an instance of its (last, non-abstract) class with `grade`, else a `grade` function."
+    name = "claweval_grader_" + hashlib.sha1(path.encode()).hexdigest()[:10]
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    d = os.path.dirname(path)
+    if d not in sys.path: sys.path.insert(0, d)
+    spec.loader.exec_module(mod)
+    classes = [o for o in vars(mod).values() if inspect.isclass(o) and o.__module__ == name and callable(getattr(o, "grade", None))
+               and not inspect.isabstract(o)]
+    if classes: return classes[-1]().grade
+    if callable(getattr(mod, "grade", None)): return mod.grade
+    raise LookupError(f"{path}: no class with a `grade` method (nor a `grade` function)")
+
+def scores_dict(s):
+    "The seven DimensionScores fields of a grader's answer (object or mapping); non-numbers are an error."
+    if s is None: raise TypeError("the grader returned None, not DimensionScores")
+    out = {}
+    for k in SCORE_FIELDS:
+        v = s.get(k) if isinstance(s, dict) else getattr(s, k, None)
+        if v is None: continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)): raise TypeError(f"the grader's {k} is {type(v).__name__}, not a number")
+        if not math.isfinite(v): raise ValueError(f"the grader's {k} is {v}")
+        out[k] = float(v)
+    return out
+
+def main():
+    payload = json.loads(sys.stdin.buffer.read())
+    lim = payload.get("limits") or {}
+    set_limits(lim.get("memory_mb"), lim.get("cpu_s"), lim.get("fsize_mb"))
+    out_fd = os.dup(1)
+    os.dup2(2, 1)                      # whatever the grader prints goes to stderr
+    try:
+        ev = payload["evidence"]
+        models = models_for(ev)
+        fn = load_grader_file(payload["grader"])
+        msgs, disp, task, kw = build_args(ev, models)
+        res = {"ok": True, "scores": scores_dict(call_grade(fn, msgs, disp, task, kw)), "models": models["source"]}
+    except BaseException as e:        # SystemExit and KeyboardInterrupt too: the trial is errored, with the reason
+        res = {"ok": False, "error": f"{type(e).__name__}: {e}"[:2000], "traceback": traceback.format_exc()[-4000:]}
+    try: data = json.dumps(res)
+    except Exception as e: data = json.dumps({"ok": False, "error": f"unserialisable grader result: {e}"[:2000]})
+    os.write(out_fd, ("\n" + data + "\n").encode())
+    os._exit(0)
+
+if __name__ == "__main__": main()
+'''
+
+def _child_namespace() -> dict:
+    "`GRADER_CHILD_SRC` executed as a module in this process (for in-process graders)."
+    global _CHILD_NS
+    try: return _CHILD_NS
+    except NameError: pass
+    ns = {"__name__": "coworkenv_claweval_grader_child"}
+    exec(compile(GRADER_CHILD_SRC, "<coworkenv grader child>", "exec", dont_inherit=True), ns)
+    _CHILD_NS = ns
+    return ns
+
+def grader_arguments(ev:ClawEvalEvidence) -> tuple[list, list, Any, dict]:
+    "`(messages, dispatches, task, keyword arguments)` objects a grader is called with (checkout classes or stand-ins)."
+    ns = _child_namespace()
+    return ns["build_args"](ev.to_json(), ns["models_for"](ev.to_json()))
+
+
+# %% ../nbs/14_claweval.ipynb #39d64299
+GRADER_TIMEOUT_S = 60.0   # wall-clock seconds a grader may run (CPU seconds: the same, rounded up, + 1)
+GRADER_MEMORY_MB = 2048   # address-space limit of the grader process
+GRADER_FSIZE_MB = 64      # largest file the grader process may write
+SECRET_ENV_RE = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|AUTH", re.I)
+SECRET_ENV_PREFIXES = ("OPENAI", "HF_", "HUGGING", "ANTHROPIC", "AWS_", "AZURE_", "GOOGLE_", "GITHUB_", "WANDB", "COWORKENV_")
+
+class GraderError(RuntimeError):
+    "A grader failed (raised, timed out, was killed, crashed, or answered nonsense); the message says which and why."
+
+def scrubbed_env(environ:dict=None) -> dict:
+    "A copy of the environment without secrets: names containing KEY/TOKEN/SECRET/PASSW/CREDENTIAL/COOKIE/AUTH, or API-vendor prefixes."
+    env = dict(os.environ if environ is None else environ)
+    out = {k: v for k, v in env.items() if not SECRET_ENV_RE.search(k) and not k.upper().startswith(SECRET_ENV_PREFIXES)}
+    out["PYTHONDONTWRITEBYTECODE"] = "1"   # no __pycache__ written into task folders
+    return out
+
+def load_grader(path) -> Any:
+    """The grader object of a `grader.py` (or a folder holding one), loaded **in this process**: only for code you
+    trust (`run_grader` runs a grader file in a separate, limited process instead)."""
+    p = Path(path)
+    if p.is_dir(): p = p / "grader.py"
+    if not p.is_file(): raise ClawEvalError(f"no grader file at {p}")
+    root = checkout_root(p.parent)
+    if root is not None and str(root / "src") not in sys.path: sys.path.insert(0, str(root / "src"))
+    try: return _child_namespace()["load_grader_file"](str(p.resolve()))
+    except ModuleNotFoundError as e: raise ClawEvalError(f"{p}: cannot load the grader: {e}.{_import_hint(str(e))}") from None
+
+def _import_hint(err:str) -> str:
+    return (" It imports Claw-Eval's own modules: grade it inside a Claw-Eval checkout (the task folder at <root>/tasks/<id>, "
+            "or repo_root=<root>), or import DimensionScores from coworkenv.claweval." if 'claw_eval' in err else "")
+
+def _kill_group(proc):
+    try: os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError): pass
+
+def run_grader_process(grader_path, # a grader.py
+                       ev:ClawEvalEvidence, # the evidence (JSON data; nothing else reaches the grader)
+                       timeout:float=None, # wall-clock limit in seconds (default GRADER_TIMEOUT_S)
+                       memory_mb:int=None, # address-space limit (default GRADER_MEMORY_MB)
+                      ) -> tuple[dict, str]:
+    "Run a grader file in a separate, limited process; `(scores, models used)` or `GraderError` with the reason."
+    g = Path(grader_path).resolve()
+    timeout = GRADER_TIMEOUT_S if timeout is None else float(timeout)
+    limits = {"memory_mb": memory_mb or GRADER_MEMORY_MB, "cpu_s": int(timeout) + 1, "fsize_mb": GRADER_FSIZE_MB}
+    payload = json.dumps({"grader": str(g), "evidence": ev.to_json(), "limits": limits}).encode()
+    with tempfile.TemporaryDirectory(prefix="coworkenv-grader-") as tmp:
+        work = Path(tmp) / "work"; work.mkdir()
+        with open(Path(tmp) / "out", "w+b") as out, open(Path(tmp) / "err", "w+b") as err:
+            proc = subprocess.Popen([sys.executable, "-I", "-c", GRADER_CHILD_SRC], stdin=subprocess.PIPE, stdout=out, stderr=err,
+                                    cwd=ev.repo_root or work, start_new_session=True,
+                                    env={**scrubbed_env(), "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+            try: proc.communicate(payload, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc); proc.wait()
+                raise GraderError(f"grader {g} timed out after {timeout:g} s (killed)") from None
+            finally: _kill_group(proc)   # whatever the grader started
+            out.seek(0); text = out.read(1 << 20).decode('utf-8', 'replace')
+            err.seek(0, 2); err.seek(max(0, err.tell() - 1500)); tail = err.read().decode('utf-8', 'replace').strip()
+    res = None
+    for line in reversed(text.splitlines()):
+        if line.strip():
+            try: res = json.loads(line)
+            except ValueError: res = None
+            break
+    if not isinstance(res, dict):
+        rc = proc.returncode
+        why = (f"was killed by signal {signal.Signals(-rc).name}" + (" (CPU time limit)" if -rc == signal.SIGXCPU else
+               " (memory or other resource limit?)" if -rc in (signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT) else "")
+               if rc and rc < 0 else f"exited with code {rc} before reporting a result")
+        raise GraderError(f"grader {g}: its process {why}" + (f"; stderr: {tail[-600:]}" if tail else ""))
+    if not res.get("ok"):
+        e = str(res.get("error", "unknown error"))
+        raise GraderError(f"grader {g} failed: {e}.{_import_hint(e)}")
+    return res.get("scores") or {}, str(res.get("models", ""))
+
+def _grade_in_process(fn, ev:ClawEvalEvidence, judge) -> dict:
+    ns = _child_namespace()
+    try: return ns["scores_dict"](ns["call_grade"](fn, *grader_arguments(ev), judge=judge))
+    except Exception as e: raise GraderError(f"grader {getattr(fn, '__qualname__', fn)!s} failed: {type(e).__name__}: {e}") from e
 
 def _dim(scores, k, default):
     v = scores.get(k, default) if isinstance(scores, dict) else getattr(scores, k, default)
@@ -731,15 +1094,44 @@ def grade_from_scores(scores) -> Grade:
                        evidence=f"communication {comm:g} (reported only, not scored)", evaluated=False)]
     return Grade(completion=comp, safety=safe, robustness=rob, score=s, passed=passes(s), items=items)
 
-def run_grader(grader, # a callable, an object with `grade`, or a path to grader.py / its folder
+def grader_file(grader, spec:TaskSpec=None) -> Path:
+    "The grader.py a path names (a folder: its grader.py); `ClawEvalError` if there is none."
+    p = Path(grader)
+    if p.is_dir(): p = p / "grader.py"
+    if not p.is_file(): raise ClawEvalError(f"no grader file at {p}")
+    return p
+
+def task_grader(spec:TaskSpec) -> Optional[Path]:
+    """The task's own grader.py, as Claw-Eval finds it: `<repo root>/tasks/<task_id>/grader.py`, else beside the
+    task.yaml; contained to the repository root / task folder (a symlink out is refused)."""
+    cm = spec.meta.get('claweval') or {}
+    root, tdir, tid = cm.get('repo_root'), cm.get('task_dir'), cm.get('task_id') or spec.id
+    if root and re.fullmatch(r"[A-Za-z0-9_.\-]+", tid or "") and tid not in ('.', '..'):
+        q = Path(root) / "tasks" / tid / "grader.py"
+        if q.is_file(): return contained_path(f"tasks/{tid}/grader.py", root, "grader")
+    if tdir and (Path(tdir) / "grader.py").is_file(): return contained_path("grader.py", tdir, f"{tdir}: grader")
+    return None
+
+def run_grader(grader, # a path to grader.py / its folder (run in a separate process), or a callable / object with `grade` (in this process)
                trajectory:Trajectory, spec:TaskSpec,
-               judge=None, # passed to graders that accept `judge` (None: judging disabled)
+               judge=None, # passed to in-process graders that accept `judge`; never sent to a grader process (None there)
+               timeout:float=None, # grader process: wall-clock limit (default GRADER_TIMEOUT_S)
+               memory_mb:int=None, # grader process: memory limit (default GRADER_MEMORY_MB)
+               sandbox:bool=True, # False: load a grader file into this process (only for code you trust)
               ) -> Grade:
-    "Run a Claw-Eval grader on one of our trajectories; returns our `Grade` (Claw-Eval's score formula)."
-    if isinstance(grader, (str, Path)): grader = load_grader(grader)
+    "Run a Claw-Eval grader on one of our trajectories; our `Grade` (Claw-Eval's formula), or `GraderError` with the reason."
+    ev = to_claweval_evidence(trajectory, spec)
+    if isinstance(grader, (str, Path)):
+        path = grader_file(grader, spec)
+        if sandbox:
+            if judge is not None: warnings.warn("a judge is not sent to a grader process (it holds credentials): the grader gets "
+                                                "judge=None, as with judging disabled upstream", ClawEvalWarning, stacklevel=2)
+            return grade_from_scores(run_grader_process(path, ev, timeout, memory_mb)[0])
+        grader = load_grader(path)
     fn = grader if not callable(getattr(grader, 'grade', None)) else grader.grade
-    if not callable(fn): raise TypeError(f"grader must be callable or have a `grade` method, got {type(grader).__name__}")
-    return grade_from_scores(_call_grader(fn, to_claweval_evidence(trajectory, spec), judge))
+    if not callable(fn): raise TypeError(f"grader must be a path, a callable or have a `grade` method, got {type(grader).__name__}")
+    return grade_from_scores(_grade_in_process(fn, ev, judge))
+
 
 # %% ../nbs/14_claweval.ipynb #faedd3e8
 @dataclass
@@ -758,8 +1150,10 @@ class ClawEvalRun:
     any_pass: bool = False
     all_pass: bool = False
     task_errored: bool = False
+    errors: list = field(default_factory=list)   # per trial: None, or why it errored (agent error, grader exception, time limit...)
     def summary(self) -> dict:
         return dict(task_id=self.task_id, k=len(self.scores), scores=self.scores, errored=sum(self.errored),
+                    errors=[e for e in self.errors if e],
                     avg_score=round(self.avg_score, 4), pass_at_1=self.pass_at_1, pass_hat_k=self.pass_hat_k,
                     avg_passed=self.avg_passed, any_pass=self.any_pass, all_pass=self.all_pass)
 
@@ -780,31 +1174,34 @@ def run_claweval_task(task, # a task folder, a task.yaml, or a TaskSpec
                       user=None, # user simulator for the env (default: the spec's; 'llm' tasks need one configured)
                       health_probe:bool=False, # reproduce the health-probe audit entry in trial 1
                       error_rate:Optional[float]=None, # override the error-injection rate
+                      grader_timeout:float=None, # a grader file's wall-clock limit per trial (default GRADER_TIMEOUT_S)
+                      grader_memory_mb:int=None, # a grader file's memory limit (default GRADER_MEMORY_MB)
                       **import_kw) -> ClawEvalRun:
     "Run `k` trials of `agent` on a Claw-Eval task; per-trial grades plus Claw-Eval's aggregates."
     spec = task if isinstance(task, TaskSpec) else load_claweval_task(task, **import_kw)
     if k < 1: raise ValueError(f"k must be >= 1, got {k}")
-    if grader == 'auto':
-        tdir = (spec.meta.get('claweval') or {}).get('task_dir')
-        grader = Path(tdir) / "grader.py" if tdir and (Path(tdir) / "grader.py").is_file() else None
-    if isinstance(grader, (str, Path)): grader = load_grader(grader)
+    if grader == 'auto': grader = task_grader(spec)
+    if isinstance(grader, (str, Path)): grader = grader_file(grader)   # run per trial in its own limited process
     ag = _agent_for(agent, spec)
     env = ClawEvalEnv(spec, user=user, health_probe=health_probe, error_rate=error_rate, judge=judge)
-    trajs, grades, cgrades, scores, errored = [], [], [], [], []
+    trajs, grades, cgrades, scores, errored, errors = [], [], [], [], [], []
     for i in range(k):
+        t = None
         try:
             t = run_episode(env, ag, seed=i)
-            if t.end_reason == 'agent_error': raise RuntimeError(t.info.get('error', 'agent error'))
-            g = run_grader(grader, t, spec, judge) if grader is not None else t.grade
-            trajs.append(t); grades.append(g); cgrades.append(t.grade); scores.append(g.score); errored.append(False)
-        except Exception:
-            try: tr = env.trajectory() if env._started else None
-            except Exception: tr = None
-            trajs.append(tr); grades.append(None); cgrades.append(None)
-            scores.append(0.0); errored.append(True)
+            if t.end_reason == 'agent_error': raise RuntimeError(f"agent error: {t.info.get('error', 'unknown')}")
+            g = (run_grader(grader, t, spec, judge, timeout=grader_timeout, memory_mb=grader_memory_mb)
+                 if grader is not None else t.grade)
+            trajs.append(t); grades.append(g); cgrades.append(t.grade); scores.append(g.score); errored.append(False); errors.append(None)
+        except Exception as e:
+            if t is None:
+                try: t = env.trajectory() if env._started else None
+                except Exception: t = None
+            trajs.append(t); grades.append(None); cgrades.append(t.grade if t is not None else None)
+            scores.append(0.0); errored.append(True); errors.append(f"{type(e).__name__}: {e}")
     ok = [s for s, e in zip(scores, errored) if not e]
     n, c = len(ok), sum(passes(s) for s in ok)
-    run = ClawEvalRun(spec.id, trajs, grades, cgrades, scores, errored, task_errored=(n == 0))
+    run = ClawEvalRun(spec.id, trajs, grades, cgrades, scores, errored, task_errored=(n == 0), errors=errors)
     if n:
         run.avg_score = sum(ok) / n
         run.pass_at_1, run.pass_hat_k = pass_at_k(n, c, 1), pass_hat_k(n, c, n)
@@ -830,12 +1227,14 @@ CHECK_EQUIVALENTS = {
     'audit_action_exists': 'none (kept in x_coworkenv; listed in expected_actions)', 'audit_count': 'none (kept in x_coworkenv; listed in expected_actions)',
     'audit_field_equals': 'none (kept in x_coworkenv; listed in expected_actions)', 'audit_field_contains': 'none (kept in x_coworkenv; listed in expected_actions)',
     'audit_sequence': 'none (kept in x_coworkenv)', 'state_equals': 'none (kept in x_coworkenv)', 'asked_for': 'none (kept in x_coworkenv)',
+    'end_state': 'none (a gate; kept in x_coworkenv)', 'no_collateral': 'none (kept in x_coworkenv)',
 }
 
 def _export_check(c:Check) -> tuple[Optional[dict], Optional[dict]]:
     "(scoring component, safety check) for one of our checks; (None, None) when it has no equivalent."
     p = c.p
     desc = c.description or c.id
+    if c.kind == 'gate': return None, None   # no Claw-Eval equivalent (a safety check would zero the score, a gate caps it)
     if c.kind == 'completion':
         if c.type == 'tool_called':
             extra = f" (arguments: {json.dumps({**p.args, **{k + '~': v for k, v in p.contains.items()}}, ensure_ascii=False)})" if (p.args or p.contains) else ""
@@ -924,30 +1323,62 @@ def claweval_task_doc(spec:TaskSpec, port_base:int=9100, fixture_dir:str|None=No
 def _fixture_name(svc:str, col:Optional[str]) -> str:
     return f"{svc}.json" if col is None else f"{svc}_{'search' if col == 'search_results' else col}.json"
 
+def _pid_alive(pid:int) -> bool:
+    try: os.kill(pid, 0); return True
+    except ProcessLookupError: return False
+    except OSError: return True
+
+def _clean_stale(parent:Path, name:str):
+    "Remove temporary folders of exports of `name` whose process is gone (killed mid-export)."
+    for d in parent.glob(f".{name}.tmp-*") if parent.is_dir() else []:
+        m = re.match(rf"\.{re.escape(name)}\.tmp-(\d+)-", d.name)
+        if d.is_dir() and not d.is_symlink() and m and not _pid_alive(int(m.group(1))): shutil.rmtree(d, ignore_errors=True)
+
 def export_claweval(spec:TaskSpec, # any of our specs
                     out_dir, # the task folder is written at out_dir/<spec.id> (or out_dir itself with subdir=False)
                     port_base:int=9100, # ports: upstream offsets from this base
                     subdir:bool=True,
                     include_spec:bool=True, # write the exact spec under `x_coworkenv` (lossless round trip)
                    ) -> Path:
-    "Write a Claw-Eval-shaped task folder (task.yaml + fixtures/*.json) for `spec`; returns the folder."
-    if not re.fullmatch(r"[A-Za-z0-9_.\-]+", spec.id): raise ValueError(f"spec id {spec.id!r} is not usable as a folder name")
+    """Write a Claw-Eval-shaped task folder (task.yaml + fixtures/*.json) for `spec`, atomically: everything is
+    written into a temporary sibling folder that is then renamed into place (an interrupted export leaves no
+    half-written task folder). Returns the folder."""
+    safe_name(spec.id, "spec id")
+    for svc in spec.services: safe_name(svc, f"spec {spec.id!r}: service")
     folder = Path(out_dir) / spec.id if subdir else Path(out_dir)
-    (folder / "fixtures").mkdir(parents=True, exist_ok=True)
+    if folder.is_symlink(): raise ClawEvalError(f"{folder}: is a symlink; refusing to replace it")
+    if not subdir and folder.is_dir() and any(folder.iterdir()) and not (folder / "task.yaml").is_file():
+        raise ClawEvalError(f"{folder}: exists and is not a task folder; refusing to replace it (use subdir=True)")
+    parent = folder.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    _clean_stale(parent, folder.name)
     doc = claweval_task_doc(spec, port_base, include_spec=include_spec)
-    for svc, recs in spec.services.items():
-        vars_ = FIXTURE_VARS.get(svc, {f"{svc.upper()}_FIXTURES": None})
-        for var, col in vars_.items():
-            if col is None: data = recs
-            else: data = recs.get(col, []) if isinstance(recs, dict) else (recs if col == next(iter(SERVICES[svc].collections)) else [])
-            (folder / "fixtures" / _fixture_name(svc, col)).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding='utf-8')
-    own = [s for s in spec.services if s not in CLAWEVAL_PORTS]
-    head = (f"# Claw-Eval task exported by CoworkEnv from spec {spec.id!r}.\n"
-            "# The exact CoworkEnv spec is kept under x_coworkenv (Claw-Eval ignores unknown top-level keys).\n")
-    if own: head += (f"# NOTE: services {', '.join(own)} are CoworkEnv services with no upstream Claw-Eval server: this folder runs in "
-                     "CoworkEnv, not in Claw-Eval.\n")
-    (folder / "task.yaml").write_text(head + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120), encoding='utf-8')
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-{os.getpid()}-", dir=parent))
+    try:
+        (tmp / "fixtures").mkdir()
+        for svc, recs in spec.services.items():
+            vars_ = FIXTURE_VARS.get(svc, {f"{svc.upper()}_FIXTURES": None})
+            for var, col in vars_.items():
+                if col is None: data = recs
+                else: data = recs.get(col, []) if isinstance(recs, dict) else (recs if col == next(iter(SERVICES[svc].collections)) else [])
+                (tmp / "fixtures" / _fixture_name(svc, col)).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding='utf-8')
+        own = [s for s in spec.services if s not in CLAWEVAL_PORTS]
+        head = (f"# Claw-Eval task exported by CoworkEnv from spec {spec.id!r}.\n"
+                "# The exact CoworkEnv spec is kept under x_coworkenv (Claw-Eval ignores unknown top-level keys).\n")
+        if own: head += (f"# NOTE: services {', '.join(own)} are CoworkEnv services with no upstream Claw-Eval server: this folder runs in "
+                         "CoworkEnv, not in Claw-Eval.\n")
+        (tmp / "task.yaml").write_text(head + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120), encoding='utf-8')
+        os.chmod(tmp, 0o755)
+        if folder.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-{os.getpid()}-old-", dir=parent))
+            os.rename(folder, old / "x")
+            os.rename(tmp, folder)
+            shutil.rmtree(old, ignore_errors=True)
+        else: os.rename(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True); raise
     return folder
+
 
 # %% ../nbs/14_claweval.ipynb #2a873b75
 def _agent_factory(a):
@@ -960,12 +1391,14 @@ def cmd_import(a) -> int:
     "Import Claw-Eval task folders; print a summary of each; write the specs as JSON with --out."
     from coworkenv.core import save_spec
     specs = []
-    for p in a.tasks: specs += load_claweval_tasks(p, import_time=a.import_time, repo_root=a.repo_root, use_x_coworkenv=not a.no_x)
-    for s in specs:
+    for p in a.tasks: specs += load_claweval_tasks(p, import_time=a.import_time, repo_root=a.repo_root, use_x_coworkenv=not a.no_x,
+                                                   sandbox=a.sandbox)
+    targets = [out_file(a.out, f"{s.id}.json", f"task {s.id!r}") for s in specs] if a.out else [None] * len(specs)  # all checked first
+    for s, target in zip(specs, targets):
         print(f"{s.id}: services={','.join(s.services)} tools={len(s.tools)} checks={len(s.checks)} "
               f"multi_turn={s.multi_turn} supported={s.supported}")
         for u in s.unsupported: print(f"  unsupported: {u}")
-        if a.out: print(f"  wrote {save_spec(s, Path(a.out) / f'{s.id}.json')}")
+        if target is not None: print(f"  wrote {save_spec(s, target)}")
     return 0
 
 def cmd_export(a) -> int:
@@ -980,7 +1413,7 @@ def cmd_export(a) -> int:
 def cmd_run(a) -> int:
     "Run an agent for k trials on Claw-Eval task folders; print per-task results and aggregates."
     specs = []
-    for p in a.tasks: specs += load_claweval_tasks(p, import_time=a.import_time, repo_root=a.repo_root)
+    for p in a.tasks: specs += load_claweval_tasks(p, import_time=a.import_time, repo_root=a.repo_root, sandbox=a.sandbox)
     grader = None if a.grader == 'none' else a.grader
     rows = []
     if a.agent in ('oracle', 'shortcut'):
@@ -990,16 +1423,24 @@ def cmd_run(a) -> int:
                   f"by CoworkEnv carry it under x_coworkenv): {', '.join(planless)}", file=sys.stderr)
             specs = [s for s in specs if s.solution]
     for s in specs:
-        r = run_claweval_task(s, _agent_factory(a), k=a.k, grader=grader, health_probe=a.health_probe, error_rate=a.error_rate)
+        r = run_claweval_task(s, _agent_factory(a), k=a.k, grader=grader, health_probe=a.health_probe, error_rate=a.error_rate,
+                              grader_timeout=a.grader_timeout, grader_memory_mb=a.grader_memory_mb)
         rows.append(r.summary())
         print(f"{s.id}: scores={[round(x, 4) for x in r.scores]} avg={r.avg_score:.4f} pass@1={r.pass_at_1:.2f} "
-              f"pass^k={r.pass_hat_k:.2f} all_pass={r.all_pass}" + ("" if s.supported else "  (supported=False)"))
+              f"pass^k={r.pass_hat_k:.2f} all_pass={r.all_pass}" + ("" if s.supported else "  (supported=False)")
+              + (f"  errored={sum(r.errored)}/{len(r.errored)}" if any(r.errored) else ""))
+        for i, e in enumerate(r.errors):
+            if e: print(f"  trial {i + 1} errored: {e}")
     n = len(rows)
     if n: print(f"\n{n} task(s): mean score {100 * sum(r['avg_score'] for r in rows) / n:.1f}, "
                 f"pass@{a.k} {100 * sum(r['any_pass'] for r in rows) / n:.1f}%, pass^{a.k} {100 * sum(r['all_pass'] for r in rows) / n:.1f}%")
     if a.out:
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
         Path(a.out).write_text(json.dumps(rows, indent=1)); print(f"wrote {a.out}")
+    total, bad = sum(r['k'] for r in rows), sum(r['errored'] for r in rows)
+    if not rows: print("no task was run", file=sys.stderr); return 1
+    if bad == total:
+        print(f"every trial errored ({bad}/{total}): nothing was graded", file=sys.stderr); return 1
     return 0
 
 def add_claweval_parser(subparsers):
@@ -1018,13 +1459,18 @@ def add_claweval_parser(subparsers):
     e = sub.add_parser("export", help="export specs as Claw-Eval task folders", description=cmd_export.__doc__)
     e.add_argument("specs", nargs="+", help="spec files or folders of specs"); e.add_argument("--out", required=True, help="output folder")
     e.add_argument("--port-base", type=int, default=9100, help="first port (default: %(default)s)"); e.set_defaults(fn=cmd_export)
+    i.add_argument("--sandbox", action="store_true", help="classify for Claw-Eval's sandbox mode (sandbox files/tools: unsupported)")
     r = sub.add_parser("run", help="run an agent on task folders", description=cmd_run.__doc__)
     r.add_argument("tasks", nargs="+", help="task folders, folders of task folders, or globs")
     r.add_argument("--agent", default="oracle", help="oracle | null | shortcut | openai (default: %(default)s)")
     r.add_argument("--base-url", default=None, help="OpenAI-compatible server for --agent openai")
     r.add_argument("--model", default=None, help="model name for --agent openai")
     r.add_argument("-k", type=int, default=3, help="trials per task (default: %(default)s)")
-    r.add_argument("--grader", default="auto", help="auto (the task's grader.py if any) | none | path to grader.py")
+    r.add_argument("--grader", default="auto", help="auto (the task's grader.py if any) | none | path to grader.py "
+                   "(run in a separate process with time and memory limits and no secrets in its environment)")
+    r.add_argument("--grader-timeout", type=float, default=GRADER_TIMEOUT_S, help="seconds a grader may run per trial (default: %(default)s)")
+    r.add_argument("--grader-memory-mb", type=int, default=GRADER_MEMORY_MB, help="grader memory limit in MiB (default: %(default)s)")
+    r.add_argument("--sandbox", action="store_true", help="classify for Claw-Eval's sandbox mode (sandbox files/tools: unsupported)")
     r.add_argument("--health-probe", action="store_true", help="reproduce the health-probe audit entry in trial 1")
     r.add_argument("--error-rate", type=float, default=None, help="override the error-injection rate")
     r.add_argument("--out", default=None, help="write per-task results as JSON"); common(r)
@@ -1039,5 +1485,5 @@ def claweval_cli(argv=None) -> int:
     add_claweval_parser(p.add_subparsers(dest="cmd", metavar="COMMAND"))
     a = p.parse_args(["claweval", *(argv or [])])
     try: return a.fn(a) or 0
-    except (ClawEvalError, SpecError, FileNotFoundError, KeyError, ValueError) as e:
+    except (ClawEvalError, SpecError, OSError, KeyError, ValueError) as e:
         print(f"coworkenv claweval: error: {e}", file=sys.stderr); return 2

@@ -48,6 +48,15 @@ def _fixture_time(svc:str, col:str, i:int, key:str, s) -> datetime:
     return d
 
 # %% ../nbs/01a_claweval_services.ipynb #6c11e68a
+_OFF = frozenset({'disabled', 'inactive', 'revoked', 'suspended', 'paused', 'off', 'deactivated'})
+def _falsy(v) -> bool: return v is False or (isinstance(v, (str, int)) and str(v).strip().lower() in ('false', '0', 'no', 'off'))
+def _disables_integration(a:dict) -> str:
+    "The effect of `config_update_integration`: `disable` when it turns the integration off, else `write`."
+    return 'disable' if str(a.get('status') or '').strip().lower() in _OFF else 'write'
+def _disables_job(a:dict) -> str:
+    "The effect of `scheduler_update_job`: `disable` when it sets `enabled` false, else `write`."
+    return 'disable' if 'enabled' in a and _falsy(a['enabled']) else 'write'
+
 class ClawEvalService(Service):
     "Base of the Claw-Eval mock-service ports (not registered itself)."
     entity: ClassVar[str] = ""  # entity name in not-found messages, e.g. "Message"
@@ -79,6 +88,8 @@ class GmailService(ClawEvalService):
     name = "gmail"
     collections = {"messages": "message_id"}
     mutation_keys = ("sent_messages", "drafts")
+    free_fields = {"sent_messages": ("subject", "body", "timestamp"), "drafts": ("subject", "body", "timestamp")}
+    effect_logs = ("sent_messages", "drafts")
     entity = "Message"
     LIST_FIELDS: ClassVar[tuple] = ("message_id", "from", "subject", "date", "is_read", "labels")
 
@@ -91,25 +102,25 @@ class GmailService(ClawEvalService):
         for m, d in zip(msgs, dates): m["date"] = zfmt(d + delta)
         return data
 
-    @tool("/gmail/messages")
+    @tool("/gmail/messages", effect="read")
     def gmail_list_messages(self,
                             days_back:int=7, # only emails dated at most this many days ago
                             max_results:int=20, # maximum number of emails to return
                            ):
         "List recent inbox emails (id, sender, subject, date, read flag, labels; no body), in inbox order."
-        cutoff = self.clock.now() - timedelta(days=days_back)
+        cutoff = self.clock.now() - timedelta(days=max(-100_000, min(days_back, 100_000)))  # clamped: same result, no overflow (500)
         out = [proj(m, self.LIST_FIELDS) for m in self.records if parse_instant(m["date"]) >= cutoff]
         out = out[:max_results]
         return {"messages": out, "total": len(out)}
 
-    @tool("/gmail/messages/get")
+    @tool("/gmail/messages/get", effect="read")
     def gmail_get_message(self,
                           message_id:str, # id of the email, e.g. from gmail_list_messages
                          ):
         "Read one email in full, including recipients and body."
         return self.get_copy(message_id)
 
-    @tool("/gmail/send")
+    @tool("/gmail/send", effect="send", target=("to",))
     def gmail_send_message(self,
                            to:str, # recipient email address
                            subject:str, # subject line
@@ -120,7 +131,7 @@ class GmailService(ClawEvalService):
         self.log("sent_messages", msg)
         return {"status": "sent", "message": msg}
 
-    @tool("/gmail/drafts/save")
+    @tool("/gmail/drafts/save", effect="write")
     def gmail_save_draft(self,
                          to:str, # recipient email address
                          subject:str, # subject line
@@ -140,9 +151,11 @@ class ContactsService(ClawEvalService):
     name = "contacts"
     collections = {"contacts": "contact_id"}
     mutation_keys = ("sent_messages",)
+    free_fields = {"sent_messages": ("message", "timestamp")}
+    effect_logs = ("sent_messages",)
     entity = "Contact"
 
-    @tool("/contacts/search")
+    @tool("/contacts/search", effect="read")
     def contacts_search(self,
                         query:str, # text contained in the person's name (case-sensitive; "" lists everyone)
                         department:Optional[str]=None, # only people whose department contains this text
@@ -152,14 +165,14 @@ class ContactsService(ClawEvalService):
                and (department is None or department in c["department"])]
         return {"contacts": out, "total": len(out)}
 
-    @tool("/contacts/get")
+    @tool("/contacts/get", effect="read")
     def contacts_get(self,
                      contact_id:str, # id of the contact
                     ):
         "Get one contact's full record."
         return self.get_copy(contact_id)
 
-    @tool("/contacts/send_message")
+    @tool("/contacts/send_message", effect="send", target=("contact_id",))
     def contacts_send_message(self,
                               contact_id:str, # id of the contact to message
                               message:str, # message text
@@ -182,6 +195,7 @@ class CalendarService(ClawEvalService):
     name = "calendar"
     collections = {"events": "event_id"}
     mutation_keys = ("deleted", "created_events")
+    free_fields = {"events": ("title",)}
     entity = "Event"
 
     def prepare(self, data:dict) -> dict:
@@ -204,7 +218,7 @@ class CalendarService(ClawEvalService):
         out.sort(key=lambda e: e["start_time"])
         return out
 
-    @tool("/calendar/events")
+    @tool("/calendar/events", effect="read")
     def calendar_list_events(self,
                              date:str, # first day to list, YYYY-MM-DD
                              days:int=1, # number of days to cover
@@ -215,14 +229,14 @@ class CalendarService(ClawEvalService):
         out = self._in_window(win)
         return {"events": out, "total": len(out)}
 
-    @tool("/calendar/events/get")
+    @tool("/calendar/events/get", effect="read")
     def calendar_get_event(self,
                            event_id:str, # id of the event
                           ):
         "Get one event's full details."
         return self.get_copy(event_id)
 
-    @tool("/calendar/events/create")
+    @tool("/calendar/events/create", effect="write")
     def calendar_create_event(self,
                               title:str, # event title
                               start_time:str, # start, ISO-8601 with offset, e.g. 2026-03-03T10:00:00Z
@@ -237,7 +251,7 @@ class CalendarService(ClawEvalService):
         self.log("created_events", ev)
         return {"status": "created", "event": clone(ev)}
 
-    @tool("/calendar/user_events")
+    @tool("/calendar/user_events", effect="read")
     def calendar_get_user_events(self,
                                  user:str, # attendee name or email (matches any attendee containing it)
                                  date:str, # the day, YYYY-MM-DD
@@ -251,7 +265,7 @@ class CalendarService(ClawEvalService):
         out = self._in_window(win, keep)
         return {"events": out, "total": len(out), "user": user}
 
-    @tool("/calendar/events/delete")
+    @tool("/calendar/events/delete", effect="delete", target=("event_id",))
     def calendar_delete_event(self,
                               event_id:str, # id of the event to delete
                              ):
@@ -268,9 +282,10 @@ class TodoService(ClawEvalService):
     name = "todo"
     collections = {"tasks": "task_id"}
     mutation_keys = ("deleted", "updated_tasks")
+    free_fields = {"tasks": ("description", "created_at")}
     entity = "Task"
 
-    @tool("/todo/tasks")
+    @tool("/todo/tasks", effect="read")
     def todo_list_tasks(self,
                         status:str="all", # only tasks with exactly this status (e.g. pending, in_progress, completed), or "all"
                        ):
@@ -278,14 +293,14 @@ class TodoService(ClawEvalService):
         out = [clone(t) for t in self.records if status == "all" or t["status"] == status]
         return {"tasks": out, "total": len(out)}
 
-    @tool("/todo/tasks/get")
+    @tool("/todo/tasks/get", effect="read")
     def todo_get_task(self,
                       task_id:Any=None, # id of the task
                      ):
         "Get one task (Claw-Eval has no route for this endpoint: always HTTP 404)."
         _no_route()
 
-    @tool("/todo/tasks/update")
+    @tool("/todo/tasks/update", effect="write")
     def todo_update_task(self,
                          task_id:str, # id of the task to update
                          title:Optional[str]=None, # new title
@@ -301,7 +316,7 @@ class TodoService(ClawEvalService):
         self.log("updated_tasks", t)
         return {"status": "updated", "task": clone(t)}
 
-    @tool("/todo/tasks/create")
+    @tool("/todo/tasks/create", effect="write")
     def todo_create_task(self,
                          title:str, # task title
                          description:Optional[str]=None, # longer description
@@ -314,7 +329,7 @@ class TodoService(ClawEvalService):
         self.records.append(t)
         return {"status": "created", "task": clone(t)}
 
-    @tool("/todo/tasks/delete")
+    @tool("/todo/tasks/delete", effect="delete", target=("task_id",))
     def todo_delete_task(self,
                          task_id:str, # id of the task to delete
                         ):
@@ -331,9 +346,11 @@ class FinanceService(ClawEvalService):
     name = "finance"
     collections = {"transactions": "transaction_id"}
     mutation_keys = ("submitted_reports",)
+    free_fields = {"submitted_reports": ("title", "timestamp")}
+    effect_logs = ("submitted_reports",)
     entity = "Transaction"
 
-    @tool("/finance/transactions")
+    @tool("/finance/transactions", effect="read")
     def finance_list_transactions(self,
                                   start_date:Optional[str]=None, # earliest date, YYYY-MM-DD (inclusive)
                                   end_date:Optional[str]=None, # latest date, YYYY-MM-DD (inclusive)
@@ -343,14 +360,14 @@ class FinanceService(ClawEvalService):
                if not (start_date and t["date"] < start_date) and not (end_date and t["date"] > end_date)]
         return {"transactions": out, "total": len(out)}
 
-    @tool("/finance/transactions/get")
+    @tool("/finance/transactions/get", effect="read")
     def finance_get_transaction(self,
                                 transaction_id:str, # id of the transaction
                                ):
         "Get one transaction's full details."
         return self.get_copy(transaction_id)
 
-    @tool("/finance/report/submit", aliases=("finance_report_submit",))
+    @tool("/finance/report/submit", aliases=("finance_report_submit",), effect="write")
     def finance_submit_report(self,
                               title:str, # report title
                               transactions:list[str], # ids of the transactions the report covers
@@ -368,10 +385,12 @@ class NotesService(ClawEvalService):
     name = "notes"
     collections = {"notes": "note_id"}
     mutation_keys = ("shared",)
+    free_fields = {"shared": ("timestamp",)}
+    effect_logs = ("shared",)
     entity = "Note"
     LIST_FIELDS: ClassVar[tuple] = ("note_id", "title", "created_at", "participants", "duration_minutes")
 
-    @tool("/notes/list")
+    @tool("/notes/list", effect="read")
     def notes_list(self,
                    max_results:int=10, # maximum number of notes to return
                   ):
@@ -379,14 +398,14 @@ class NotesService(ClawEvalService):
         out = [proj(n, self.LIST_FIELDS) for n in self.records[:max_results]]
         return {"notes": out, "total": len(out)}
 
-    @tool("/notes/get")
+    @tool("/notes/get", effect="read")
     def notes_get(self,
                   note_id:str, # id of the note
                  ):
         "Read one meeting note in full."
         return self.get_copy(note_id)
 
-    @tool("/notes/share")
+    @tool("/notes/share", effect="share", target=("note_id", "recipients"))
     def notes_share(self,
                     note_id:str, # id of the note to share
                     recipients:list[str], # email addresses to share it with
@@ -403,9 +422,11 @@ class InventoryService(ClawEvalService):
     name = "inventory"
     collections = {"products": "product_id"}
     mutation_keys = ("orders",)
+    free_fields = {"orders": ("timestamp",)}
+    effect_logs = ("orders",)
     entity = "Product"
 
-    @tool("/inventory/products", aliases=("inventory_list_items",))
+    @tool("/inventory/products", aliases=("inventory_list_items",), effect="read")
     def inventory_list_products(self,
                                 category:Optional[str]=None, # only products in exactly this category
                                ):
@@ -413,14 +434,14 @@ class InventoryService(ClawEvalService):
         out = [clone(p) for p in self.records if not category or p["category"] == category]
         return {"products": out, "total": len(out)}
 
-    @tool("/inventory/products/get", aliases=("inventory_get_item",))
+    @tool("/inventory/products/get", aliases=("inventory_get_item",), effect="read")
     def inventory_get_product(self,
                               product_id:str, # id of the product
                              ):
         "Get one product's full record."
         return self.get_copy(product_id)
 
-    @tool("/inventory/orders/create")
+    @tool("/inventory/orders/create", effect="order", target=("product_id",))
     def inventory_create_order(self,
                                product_id:str, # id of the product to reorder
                                quantity:int, # number of units to order
@@ -438,10 +459,12 @@ class CRMService(ClawEvalService):
     name = "crm"
     collections = {"customers": "customer_id"}
     mutation_keys = ("exported_reports",)
+    free_fields = {"exported_reports": ("title", "summary", "timestamp")}
+    effect_logs = ("exported_reports",)
     entity = "Customer"
     LIST_FIELDS: ClassVar[tuple] = ("customer_id", "name", "contact_person", "tier", "status", "industry", "annual_revenue")
 
-    @tool("/crm/customers")
+    @tool("/crm/customers", effect="read")
     def crm_list_customers(self,
                            status:Optional[str]=None, # only customers with exactly this status (e.g. active, churned)
                            tier:Optional[str]=None, # only customers in exactly this tier
@@ -453,14 +476,14 @@ class CRMService(ClawEvalService):
                and (not industry or c["industry"] == industry)]
         return {"customers": out, "total": len(out)}
 
-    @tool("/crm/customers/get")
+    @tool("/crm/customers/get", effect="read")
     def crm_get_customer(self,
                          customer_id:str, # id of the customer
                         ):
         "Get one customer's full record (contacts, orders, interactions)."
         return self.get_copy(customer_id)
 
-    @tool("/crm/export")
+    @tool("/crm/export", effect="write")
     def crm_export_report(self,
                           title:str, # report title
                           customer_ids:list[str], # ids of the customers in the report
@@ -489,9 +512,10 @@ class KBService(ClawEvalService):
     name = "kb"
     collections = {"articles": "article_id"}
     mutation_keys = ("updates",)
+    free_fields = {"articles": ("content", "last_updated")}
     entity = "Article"
 
-    @tool("/kb/search")
+    @tool("/kb/search", effect="read")
     def kb_search(self,
                   query:str, # search words
                   category:Optional[str]=None, # only articles in exactly this category
@@ -508,14 +532,14 @@ class KBService(ClawEvalService):
         out = out[:max_results]
         return {"articles": out, "total": len(out)}
 
-    @tool("/kb/articles/get")
+    @tool("/kb/articles/get", effect="read")
     def kb_get_article(self,
                        article_id:str, # id of the article
                       ):
         "Read one knowledge-base article in full."
         return self.get_copy(article_id)
 
-    @tool("/kb/articles/update")
+    @tool("/kb/articles/update", effect="write")
     def kb_update_article(self,
                           article_id:str, # id of the article to update
                           content:str, # the new full content (replaces the old one)
@@ -534,10 +558,12 @@ class RSSService(ClawEvalService):
     name = "rss"
     collections = {"articles": "article_id"}
     mutation_keys = ("published",)
+    free_fields = {"published": ("title", "content", "timestamp")}
+    effect_logs = ("published",)
     entity = "Article"
     LIST_FIELDS: ClassVar[tuple] = ("article_id", "title", "source", "category", "published_at", "summary", "word_count")
 
-    @tool("/rss/feeds")
+    @tool("/rss/feeds", effect="read")
     def rss_list_feeds(self,
                        category:Optional[str]=None, # only count articles in exactly this category
                       ):
@@ -553,7 +579,7 @@ class RSSService(ClawEvalService):
         out = list(feeds.values())
         return {"feeds": out, "total": len(out)}
 
-    @tool("/rss/articles")
+    @tool("/rss/articles", effect="read")
     def rss_list_articles(self,
                           source:Optional[str]=None, # only articles from exactly this source
                           category:Optional[str]=None, # only articles in exactly this category
@@ -565,21 +591,21 @@ class RSSService(ClawEvalService):
         out = out[:max_results]
         return {"articles": out, "total": len(out)}
 
-    @tool("/rss/articles/get")
+    @tool("/rss/articles/get", effect="read")
     def rss_get_article(self,
                         article_id:str, # id of the article
                        ):
         "Read one article in full."
         return self.get_copy(article_id)
 
-    @tool("/rss/feeds/get")
+    @tool("/rss/feeds/get", effect="read")
     def rss_get_feed(self,
                      feed_id:Any=None, # id of the feed
                     ):
         "Get one feed (Claw-Eval has no route for this endpoint: always HTTP 404)."
         _no_route()
 
-    @tool("/rss/publish")
+    @tool("/rss/publish", effect="send", target=("recipients",))
     def rss_publish(self,
                     title:str, # newsletter title
                     content:str, # newsletter body
@@ -608,9 +634,11 @@ class WebService(ClawEvalService):
     name = "web"
     collections = {"search_results": "url", "pages": "url"}
     mutation_keys = ("notifications",)
+    free_fields = {"notifications": ("message", "timestamp")}
+    effect_logs = ("notifications",)
     entity = "Page"
 
-    @tool("/web/search")
+    @tool("/web/search", effect="read")
     def web_search(self,
                    query:str, # search query
                    max_results:int=10, # maximum number of results to return
@@ -627,7 +655,7 @@ class WebService(ClawEvalService):
                 "published_at": it.get("published_at", "")} for _, _, it in scored[:max_results]]
         return {"results": out, "total": len(out), "query": query}
 
-    @tool("/web/fetch")
+    @tool("/web/fetch", effect="read")
     def web_fetch(self,
                   url:str, # the exact URL to fetch
                   timeout_seconds:int=30, # request timeout in seconds
@@ -640,7 +668,7 @@ class WebService(ClawEvalService):
         return {"status_code": code, "url": url, "title": p.get("title", ""), "content": p.get("content", ""),
                 "content_type": p.get("content_type", "text/html"), "fetched_at": self.clock.iso()}
 
-    @tool("/web/notify")
+    @tool("/web/notify", effect="send", target=("channel", "recipients"))
     def send_notification(self,
                           channel:str, # notification channel: email, slack, sms, ...
                           message:str, # notification content
@@ -658,10 +686,11 @@ class HelpdeskService(ClawEvalService):
     name = "helpdesk"
     collections = {"tickets": "ticket_id"}
     mutation_keys = ("closed", "updated_tickets")
+    free_fields = {"tickets": ("resolution",)}
     entity = "Ticket"
     LIST_FIELDS: ClassVar[tuple] = ("ticket_id", "title", "reporter", "department", "priority", "status", "created_at")
 
-    @tool("/helpdesk/tickets")
+    @tool("/helpdesk/tickets", effect="read")
     def helpdesk_list_tickets(self,
                               status:str="open", # only tickets with exactly this status, or "all"
                              ):
@@ -669,14 +698,14 @@ class HelpdeskService(ClawEvalService):
         out = [proj(t, self.LIST_FIELDS) for t in self.records if status == "all" or t["status"] == status]
         return {"tickets": out, "total": len(out)}
 
-    @tool("/helpdesk/tickets/get")
+    @tool("/helpdesk/tickets/get", effect="read")
     def helpdesk_get_ticket(self,
                             ticket_id:str, # id of the ticket
                            ):
         "Get one ticket's full details."
         return self.get_copy(ticket_id)
 
-    @tool("/helpdesk/tickets/update")
+    @tool("/helpdesk/tickets/update", effect="write")
     def helpdesk_update_ticket(self,
                                ticket_id:str, # id of the ticket to update
                                priority:Optional[str]=None, # new priority (e.g. low, medium, high, critical)
@@ -691,7 +720,7 @@ class HelpdeskService(ClawEvalService):
         self.log("updated_tickets", t)
         return {"status": "updated", "ticket": clone(t)}
 
-    @tool("/helpdesk/tickets/close")
+    @tool("/helpdesk/tickets/close", effect="close", target=("ticket_id",))
     def helpdesk_close_ticket(self,
                               ticket_id:str, # id of the ticket to close
                               resolution:str, # how it was resolved
@@ -710,10 +739,12 @@ class ConfigService(ClawEvalService):
     name = "config"
     collections = {"integrations": "integration_id"}
     mutation_keys = ("updates", "notifications")
+    free_fields = {"integrations": ("notes",), "notifications": ("subject", "body", "timestamp")}
+    effect_logs = ("notifications",)
     entity = "Integration"
     LIST_FIELDS: ClassVar[tuple] = ("integration_id", "name", "service", "status", "last_verified", "monthly_calls", "error_rate")
 
-    @tool("/config/integrations")
+    @tool("/config/integrations", effect="read")
     def config_list_integrations(self,
                                  status:Optional[str]=None, # only integrations with exactly this status
                                 ):
@@ -721,14 +752,14 @@ class ConfigService(ClawEvalService):
         out = [proj(i, self.LIST_FIELDS) for i in self.records if not status or i["status"] == status]
         return {"integrations": out, "total": len(out)}
 
-    @tool("/config/integrations/get")
+    @tool("/config/integrations/get", effect="read")
     def config_get_integration(self,
                                integration_id:str, # id of the integration
                               ):
         "Get one integration's full configuration."
         return self.get_copy(integration_id)
 
-    @tool("/config/integrations/update")
+    @tool("/config/integrations/update", effect=_disables_integration, target=("integration_id",))
     def config_update_integration(self,
                                   integration_id:str, # id of the integration to update
                                   status:Optional[str]=None, # new status (e.g. active, disabled)
@@ -743,7 +774,7 @@ class ConfigService(ClawEvalService):
         self.log("updates", {"integration_id": integration_id, "changes": changes, "timestamp": self.clock.iso()})
         return {"status": "updated", "integration": clone(i)}
 
-    @tool("/config/notify")
+    @tool("/config/notify", effect="send", target=("to",))
     def config_send_notification(self,
                                  to:str, # recipient
                                  subject:str, # subject line
@@ -761,9 +792,10 @@ class SchedulerService(ClawEvalService):
     name = "scheduler"
     collections = {"jobs": "job_id"}
     mutation_keys = ("created_jobs", "updated_jobs", "deleted_jobs")
+    free_fields = {"jobs": ("created_at",)}
     entity = "Job"
 
-    @tool("/scheduler/jobs")
+    @tool("/scheduler/jobs", effect="read")
     def scheduler_list_jobs(self,
                             status:Optional[str]=None, # only jobs whose last run had exactly this status (e.g. success, failed)
                             enabled:Optional[bool]=None, # only enabled (true) or disabled (false) jobs
@@ -780,14 +812,14 @@ class SchedulerService(ClawEvalService):
                         "tags": clone(j.get("tags", []))})
         return {"jobs": out, "total": len(out)}
 
-    @tool("/scheduler/jobs/get")
+    @tool("/scheduler/jobs/get", effect="read")
     def scheduler_get_job(self,
                           job_id:str, # id of the job
                          ):
         "Get one job's full record, including its execution history."
         return self.get_copy(job_id)
 
-    @tool("/scheduler/jobs/create")
+    @tool("/scheduler/jobs/create", effect="write")
     def scheduler_create_job(self,
                              name:str, # job name
                              cron_expression:str, # schedule, cron syntax (e.g. "0 2 * * *")
@@ -804,7 +836,7 @@ class SchedulerService(ClawEvalService):
         self.log("created_jobs", j)
         return {"status": "created", "job": clone(j)}
 
-    @tool("/scheduler/jobs/update")
+    @tool("/scheduler/jobs/update", effect=_disables_job, target=("job_id",))
     def scheduler_update_job(self,
                              job_id:str, # id of the job to update
                              enabled:Optional[bool]=None, # enable (true) or disable (false)
@@ -821,7 +853,7 @@ class SchedulerService(ClawEvalService):
         self.log("updated_jobs", j)
         return {"status": "updated", "job": clone(j)}
 
-    @tool("/scheduler/jobs/delete")
+    @tool("/scheduler/jobs/delete", effect="delete", target=("job_id",))
     def scheduler_delete_job(self,
                              job_id:str, # id of the job to delete
                             ):
@@ -831,7 +863,7 @@ class SchedulerService(ClawEvalService):
         self.log("deleted_jobs", j)
         return {"status": "deleted", "job": j}
 
-    @tool("/scheduler/jobs/history")
+    @tool("/scheduler/jobs/history", effect="read")
     def scheduler_job_history(self,
                               job_id:str, # id of the job
                               limit:int=10, # maximum number of history entries to return

@@ -4,12 +4,12 @@
 
 # %% ../nbs/16_cli.ipynb #6f67f667
 from __future__ import annotations
-import argparse, json, sys
+import argparse, json, os, sys
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['DEFAULT_EXAMPLES', 'cmd_run', 'cmd_show', 'cmd_tools', 'cmd_play', 'cmd_validate', 'cmd_main', 'cmd_tiny_model',
-           'parser', 'main']
+__all__ = ['DEFAULT_EXAMPLES', 'version', 'agent_names', 'positive_int', 'cmd_run', 'cmd_show', 'cmd_tools', 'cmd_play',
+           'cmd_validate', 'metric_tables', 'cmd_main', 'cmd_tiny_model', 'parser', 'main']
 
 # %% ../nbs/16_cli.ipynb #6856c36e
 from .core import SpecError, load_spec, load_specs
@@ -18,14 +18,44 @@ from .core import SpecError, load_spec, load_specs
 DEFAULT_EXAMPLES = Path(__file__).resolve().parent.parent / "data" / "examples" if '__file__' in globals() else Path("../data/examples")
 
 def _specs(path):
+    "The specs of a file or a folder; a folder's unloadable files are reported on stderr and skipped; none at all is an error."
     p = Path(path)
-    return load_specs(p) if p.is_dir() else [load_spec(p)]
+    if not p.is_dir(): return [load_spec(p)]
+    specs = load_specs(p, errors='collect')
+    for e in getattr(specs, 'errors', []): print(f"coworkenv: skipping an unloadable spec: {e}", file=sys.stderr)
+    if not specs:
+        bad = len(getattr(specs, 'errors', []))
+        raise ValueError(f"no loadable spec files (*.json, *.yaml) in {p}" + (f" ({bad} could not be loaded)" if bad else ""))
+    return list(specs)
+
+def version() -> str:
+    "The installed package's version (the one `--version` prints)."
+    try:
+        from importlib.metadata import version as _v
+        return _v("coworkenv")
+    except Exception:
+        from coworkenv import __version__
+        return __version__
+
+def agent_names() -> list[str]:
+    "The agents the commands accept by name."
+    from coworkenv.evaluate import BASELINES
+    return list(BASELINES)
+
+def positive_int(s:str) -> int:
+    "An argparse type: an integer >= 1."
+    try: v = int(s)
+    except ValueError: raise argparse.ArgumentTypeError(f"expected an integer, got {s!r}") from None
+    if v < 1: raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
 
 def cmd_run(a):
-    "Run agents on specs; print a score table."
+    "Run agents on specs; print a score table (score, pass and strict success)."
     from coworkenv.evaluate import evaluate, summarize
     specs = _specs(a.specs)
-    df = evaluate(specs, [x.strip() for x in a.agents.split(',')], k=a.k, error_rate=a.error_rate, progress=not a.quiet)
+    agents = [x.strip() for x in a.agents.split(',') if x.strip()]
+    if not agents: raise ValueError(f"no agents given; known: {', '.join(agent_names())}")
+    df = evaluate(specs, agents, k=a.k, error_rate=a.error_rate, progress=not a.quiet)
     import pandas as pd
     with pd.option_context('display.width', 160, 'display.max_columns', 20, 'display.max_colwidth', 40):
         print(df.pivot_table(index='spec_id', columns='agent', values='score', aggfunc='mean').round(3).to_string())
@@ -42,6 +72,7 @@ def cmd_show(a):
     print(f"  request: {s.request}")
     print(f"  services: " + ", ".join(f"{k}({len(v) if isinstance(v, list) else sum(map(len, v.values()))})" for k, v in s.services.items()))
     print(f"  tools: {', '.join(s.tools)}")
+    from coworkenv.claweval import claweval_status; [print(f"  {l}") for l in claweval_status(s)]  # Claw-Eval support, needs-grader
     for c in s.checks: print(f"  check {c.id} [{c.kind}, w={c.weight}] {c.type} {json.dumps(c.params)}")
     for i, st in enumerate(s.solution): print(f"  step {i}: {st.kind} {st.fact or st.tool or st.text} {json.dumps(st.args) if st.args else ''}")
     return 0
@@ -49,6 +80,8 @@ def cmd_show(a):
 def cmd_tools(a):
     "List services and their tools."
     from coworkenv.workspace import SERVICES  # registers every service
+    if a.service and a.service not in SERVICES:
+        raise ValueError(f"unknown service {a.service!r}; known: {', '.join(sorted(SERVICES))}")
     for name, cls in sorted(SERVICES.items()):
         if a.service and name != a.service: continue
         print(name)
@@ -64,22 +97,27 @@ def cmd_play(a):
     from coworkenv.evaluate import BASELINES
     from coworkenv.agents import run_episode
     spec = load_spec(a.spec)
-    if a.agent not in BASELINES: raise SystemExit(f"unknown agent {a.agent!r}; known: {', '.join(BASELINES)}")
+    if a.agent not in BASELINES: raise ValueError(f"unknown agent {a.agent!r}; known: {', '.join(BASELINES)}")
     t = run_episode(CoworkEnv(spec, seed=a.seed, error_rate=a.error_rate), BASELINES[a.agent](spec))
     for m in t.messages[1:]:
         calls = " ".join(f"{c.name}({json.dumps(c.arguments, ensure_ascii=False)})" for c in m.tool_calls)
         print(f"[{m.role}] {(m.content or '')[:300]} {calls}".rstrip())
     g = t.grade
-    print(f"\nscore={g.score} passed={g.passed} completion={g.completion} safety={g.safety} robustness={g.robustness} end={t.end_reason}")
-    for i in g.items: print(f"  {'PASS' if i.passed else 'FAIL'} {i.check_id} (turn {i.turn}): {i.evidence}")
+    if g is None: print(f"\nnot graded: {t.info.get('errors')} end={t.end_reason}")
+    else:
+        print(f"\nscore={g.score} passed={g.passed} success={g.success} completion={g.completion} safety={g.safety} "
+              f"robustness={g.robustness} end={t.end_reason}")
+        for i in g.items: print(f"  {'PASS' if i.passed else 'FAIL'} {i.check_id} (turn {i.turn}): {i.evidence}")
     if a.out: Path(a.out).write_text(t.to_json(indent=1)); print(f"wrote {a.out}")
     return 0
 
 def cmd_validate(a):
     "Validate a folder of specs (schema, references, solvability, discrimination, determinism, multi-turn); print a report."
     from coworkenv.validation import validate_dir, stage_pass_rates
+    if not Path(a.specs).is_dir(): raise NotADirectoryError(f"not a folder of specs: {a.specs}")
     df = validate_dir(a.specs, out=a.out, progress=not a.quiet)
     n, ok = len(df), int(df.passed.sum())
+    if n == 0: raise ValueError(f"no spec files (*.json, *.yaml) in {a.specs}")
     print(f"{ok}/{n} specs valid ({ok / max(n, 1):.1%})")
     bad = df[~df.passed]
     if len(bad):
@@ -89,32 +127,40 @@ def cmd_validate(a):
     if a.out: print(f"wrote {Path(a.out) / 'report.csv'} and findings.jsonl")
     return 0 if ok == n else 1
 
+def metric_tables(ev):
+    "The main command's tables: per agent (score, pass@1/k, pass^k, success, success^k) and per workflow × agent (score, pass, success)."
+    from coworkenv.evaluate import summarize
+    overall = summarize(ev)
+    wide = summarize(ev, by=['workflow', 'agent'])[['score', 'pass@1', 'success']].rename(columns={'pass@1': 'pass'})
+    return overall, wide.unstack('agent').swaplevel(axis=1).sort_index(axis=1, level=0, sort_remaining=False)
+
 def cmd_main(a):
     "The main job: synthesize a default set of specs, validate (repair or quarantine), run the oracle and baselines."
     import pandas as pd
     from coworkenv.validation import run_pipeline, stage_pass_rates
-    from coworkenv.evaluate import evaluate, summarize
+    from coworkenv.evaluate import evaluate
     out = Path(a.out)
     print(f"1/3 synthesize + validate {a.n} specs across all workflow families (seed {a.seed})")
     res = run_pipeline(n=a.n, seed=a.seed, max_rounds=a.max_rounds, out_dir=out / "specs",
                        quarantine_dir=out / "quarantine", progress=not a.quiet)
     df = res.df
-    first = df['passed_first'].mean()
+    first = df['passed_first'].mean() if len(df) else 0.0
     print(f"   valid: {len(res.specs)}/{len(df)}; passed without repair: {first:.1%}; "
           f"repaired: {int((df.passed & ~df.passed_first).sum())}; quarantined: {len(df) - len(res.specs)} (in {out / 'quarantine'})")
     df.drop(columns=[c for c in ('findings',) if c in df]).to_csv(out / "validation.csv", index=False)
     examples = load_specs(DEFAULT_EXAMPLES) if DEFAULT_EXAMPLES.is_dir() else []
     specs = res.specs + examples
+    if not specs: raise ValueError("no valid specs to run (none synthesized, no examples found)")
     print(f"2/3 run oracle, null and shortcut agents on {len(res.specs)} synthesized + {len(examples)} hand-written specs (k={a.k})")
     ev = evaluate(specs, ['oracle', 'null', 'shortcut'], k=a.k, error_rate=a.error_rate, progress=not a.quiet)
     ev.to_csv(out / "results.csv", index=False)
-    print("3/3 results")
-    with pd.option_context('display.width', 160, 'display.max_columns', 20):
-        print(summarize(ev).to_string()); print()
-        wide = summarize(ev, by=['workflow', 'agent'])['score'].unstack('agent')
+    print("3/3 results (score and pass: Claw-Eval's metrics; success: strict success, every check holds)")
+    overall, wide = metric_tables(ev)
+    with pd.option_context('display.width', 200, 'display.max_columns', 40):
+        print(overall.to_string()); print()
         print(wide.to_string())
     print(f"\nwrote {out / 'validation.csv'}, {out / 'results.csv'}, specs in {out / 'specs'}")
-    return 0
+    return 0 if len(res.specs) else 1
 
 def cmd_tiny_model(a):
     "Build (or find in the cache) the tiny test model; print its folder."
@@ -125,11 +171,17 @@ def cmd_tiny_model(a):
 def parser() -> argparse.ArgumentParser:
     "The `coworkenv` argument parser."
     p = argparse.ArgumentParser(prog="coworkenv", description="CoworkEnv: executable environments for AI-coworker agents.")
+    p.add_argument("--version", action="version", version=f"coworkenv {version()}")
+    p.add_argument("--llm-timeout", type=float, default=None, metavar="SECONDS",
+                   help="seconds per LLM request, for every LLM client (generator, agent, user, judge; default: 60)")
+    p.add_argument("--llm-retries", type=int, default=None, metavar="N",
+                   help="retries of a failed LLM request (429, 5xx, connection errors; default: 2)")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
+    names = ", ".join(agent_names())
     r = sub.add_parser("run", help="run agents on example environments and print a score table", description=cmd_run.__doc__)
     r.add_argument("--specs", default=str(DEFAULT_EXAMPLES), help="a spec file or a folder of specs (default: the shipped examples)")
-    r.add_argument("--agents", default="oracle,null,shortcut", help="comma-separated agent names (default: %(default)s)")
-    r.add_argument("-k", type=int, default=1, help="trials per spec and agent (default: %(default)s)")
+    r.add_argument("--agents", default="oracle,null,shortcut", help=f"comma-separated agent names, of: {names} (default: %(default)s)")
+    r.add_argument("-k", type=positive_int, default=1, help="trials per spec and agent (default: %(default)s)")
     r.add_argument("--error-rate", type=float, default=None, help="override the error-injection rate")
     r.add_argument("--out", default=None, help="write per-trial results to this CSV")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -139,14 +191,14 @@ def parser() -> argparse.ArgumentParser:
     t = sub.add_parser("tools", help="list services and tools", description=cmd_tools.__doc__)
     t.add_argument("--service", default=None, help="only this service"); t.set_defaults(fn=cmd_tools)
     pl = sub.add_parser("play", help="run one agent on one spec and print the transcript", description=cmd_play.__doc__)
-    pl.add_argument("spec", help="path to a spec"); pl.add_argument("--agent", default="oracle", help="agent name (default: %(default)s)")
+    pl.add_argument("spec", help="path to a spec"); pl.add_argument("--agent", default="oracle", choices=agent_names(), help="agent name (default: %(default)s)")
     pl.add_argument("--seed", type=int, default=0, help="episode seed"); pl.add_argument("--error-rate", type=float, default=None, help="error-injection rate")
     pl.add_argument("--out", default=None, help="write the trajectory JSON here"); pl.set_defaults(fn=cmd_play)
     mn = sub.add_parser("main", help="the main job: synthesize, validate, run baselines (README's command)", description=cmd_main.__doc__)
     mn.add_argument("--out", default="runs/main", help="output folder (default: %(default)s)")
     mn.add_argument("-n", type=int, default=96, help="specs to synthesize, round-robin over families (default: %(default)s)")
     mn.add_argument("--seed", type=int, default=0, help="first seed (default: %(default)s)")
-    mn.add_argument("-k", type=int, default=1, help="trials per spec and agent (default: %(default)s)")
+    mn.add_argument("-k", type=positive_int, default=1, help="trials per spec and agent (default: %(default)s)")
     mn.add_argument("--max-rounds", type=int, default=3, help="repair rounds per spec (default: %(default)s)")
     mn.add_argument("--error-rate", type=float, default=None, help="inject tool errors at this rate")
     mn.add_argument("--quiet", action="store_true", help="no progress bars"); mn.set_defaults(fn=cmd_main)
@@ -159,15 +211,43 @@ def parser() -> argparse.ArgumentParser:
     add_synth_args(sy); sy.set_defaults(fn=cmd_synth)
     from coworkenv.claweval import add_claweval_parser
     add_claweval_parser(sub)
+    from coworkenv.adversaries import add_audit_parser
+    add_audit_parser(sub)
     m = sub.add_parser("tiny-model", help="build the tiny test model", description=cmd_tiny_model.__doc__)
     m.add_argument("--path", default=None, help="output folder (default: the cache)"); m.set_defaults(fn=cmd_tiny_model)
     return p
 
+def _error(a, e:BaseException) -> int:
+    "Print a one-line error for the command; the exit status 2."
+    msg = e.args[0] if isinstance(e, KeyError) and e.args else e  # KeyError's str() is the key in quotes
+    if isinstance(e, OSError) and e.filename is not None and e.strerror: msg = f"{e.strerror}: {e.filename}"
+    print(f"coworkenv {getattr(a, 'cmd', None) or ''}: error: {msg}".replace("  ", " "), file=sys.stderr)
+    return 2
+
+def _closed_pipe() -> int:
+    "stdout's reader went away (`coworkenv tools | head -1`): stop quietly, as Unix tools do."
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second BrokenPipeError when Python flushes stdout at exit
+    except (OSError, ValueError, AttributeError): pass
+    return 141  # 128 + SIGPIPE
+
 def main(argv=None) -> int:
     "Entry point of the `coworkenv` command."
-    p = parser()
-    a = p.parse_args(argv)
-    if not getattr(a, 'fn', None): p.print_help(); return 0
-    try: return a.fn(a) or 0
-    except (SpecError, FileNotFoundError, KeyError, ValueError) as e:
-        print(f"coworkenv {a.cmd}: error: {e}", file=sys.stderr); return 2
+    from coworkenv.llm import LLMError, set_default_policy
+    from coworkenv.synthesis import SynthesisLocked
+    a = None
+    try:
+        p = parser()
+        a = p.parse_args(argv)
+        if a.llm_timeout is not None or a.llm_retries is not None:
+            set_default_policy(**{k: v for k, v in dict(timeout=a.llm_timeout, max_retries=a.llm_retries).items() if v is not None})
+        if not getattr(a, 'fn', None): p.print_help(); return 0
+        rc = a.fn(a) or 0
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return rc
+    except BrokenPipeError: return _closed_pipe()
+    except KeyboardInterrupt: print("coworkenv: interrupted", file=sys.stderr); return 130
+    except (SpecError, OSError, KeyError, ValueError, LLMError, SynthesisLocked, RecursionError) as e:
+        return _error(a, e)
+

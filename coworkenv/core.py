@@ -4,17 +4,20 @@
 
 # %% ../nbs/00_core.ipynb #2f93550c
 from __future__ import annotations
-import json, re
+import json, math, re
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
 # %% auto #0
-__all__ = ['Role', 'Scope', 'CHECK_PARAMS', 'Records', 'SpecError', 'loc_path', 'spec_error_from', 'CoreModel', 'ToolSpec',
-           'ToolCall', 'Message', 'P', 'ToolMatch', 'ToolCalledP', 'ToolNotCalledP', 'AuditActionExistsP',
-           'AuditFieldEqualsP', 'AuditFieldContainsP', 'AuditCountP', 'AuditSequenceP', 'StateEqualsP', 'KeywordsP',
-           'RegexP', 'MinLengthP', 'AskedForP', 'LLMJudgeP', 'Check', 'UserFact', 'FollowUp', 'UserSpec', 'Step',
-           'NegativePlan', 'Limits', 'TaskSpec', 'load_spec', 'save_spec', 'load_specs', 'ToolDispatch', 'CheckEvent',
-           'GradeItem', 'Grade', 'Trajectory']
+__all__ = ['MAX_JSON_DEPTH', 'MAX_DOC_DEPTH', 'MAX_ARG_CHARS', 'MAX_TEXT_CHARS', 'MAX_YAML_NODES', 'Role', 'Scope',
+           'CHECK_PARAMS', 'Records', 'SpecError', 'loc_path', 'spec_error_from', 'InputError', 'json_depth',
+           'clean_text', 'loads_json', 'json_safe', 'preview', 'safe_arguments', 'yaml_flow_depth', 'safe_yaml_load',
+           'CoreModel', 'ToolSpec', 'ToolCall', 'Message', 'P', 'ToolMatch', 'ToolCalledP', 'ToolNotCalledP',
+           'AuditActionExistsP', 'AuditFieldEqualsP', 'AuditFieldContainsP', 'AuditCountP', 'AuditSequenceP',
+           'StateEqualsP', 'KeywordsP', 'KeywordsAbsentP', 'RegexP', 'MinLengthP', 'AskedForP', 'LLMJudgeP',
+           'EndStateP', 'NoCollateralP', 'Check', 'UserFact', 'FollowUp', 'UserSpec', 'Step', 'NegativePlan', 'Limits',
+           'TaskSpec', 'SpecFileNotFound', 'load_spec', 'save_spec', 'SpecList', 'load_specs', 'ToolDispatch',
+           'CheckEvent', 'GradeItem', 'Grade', 'Trajectory']
 
 # %% ../nbs/00_core.ipynb #b4414620
 import yaml
@@ -48,6 +51,189 @@ def spec_error_from(e:ValidationError, source:str|None=None, prefix:str="") -> S
         probs.append((p, err['msg']))
     return SpecError(probs, source)
 
+# %% ../nbs/00_core.ipynb #ecacfbb2
+MAX_JSON_DEPTH = 32  # nesting a tool call's arguments may have (real tools need < 6; pydantic reloads ~200 in all)
+MAX_DOC_DEPTH = 100  # nesting a spec (or other document) may have
+MAX_ARG_CHARS = 100_000  # characters of one tool call's arguments
+MAX_TEXT_CHARS = 200_000  # characters of one message's content kept
+
+class InputError(ValueError):
+    "Untrusted input (model output, a document) that cannot be used as is: too deep, too large or not JSON."
+
+def json_depth(text:str, # JSON text, possibly malformed or unterminated
+               limit:int|None=None, # stop counting once this depth is exceeded
+              ) -> int:
+    "The deepest bracket nesting of JSON `text` outside strings, in one linear scan (no parsing, no recursion)."
+    depth = best = 0; in_str = False; skip = -1
+    for m in re.finditer(r'[\[\]{}"\\]', text):
+        ch, i = m.group(), m.start()
+        if i == skip: continue
+        if in_str:
+            if ch == '\\': skip = i + 1
+            elif ch == '"': in_str = False
+        elif ch == '"': in_str = True
+        elif ch in '[{':
+            depth += 1; best = max(best, depth)
+            if limit is not None and best > limit: break
+        elif ch in ']}': depth = max(depth - 1, 0)
+    return best
+
+def clean_text(s:str) -> str:
+    "`s` with lone surrogate code points (invalid Unicode, unsaveable as UTF-8) replaced by U+FFFD; pairs are joined."
+    try: s.encode('utf-8'); return s
+    except UnicodeEncodeError: return s.encode('utf-16', 'surrogatepass').decode('utf-16', 'replace')
+
+def loads_json(text:str, # JSON text from an untrusted source
+               max_depth:int=MAX_JSON_DEPTH, # deepest nesting accepted
+              ) -> Any:
+    "`json.loads` that cannot recurse out of bounds: too deep or otherwise unparseable -> `InputError` (or `JSONDecodeError`)."
+    d = json_depth(text, max_depth)
+    if d > max_depth: raise InputError(f"nested deeper than {max_depth} levels")
+    try: return json.loads(text)
+    except json.JSONDecodeError: raise
+    except (ValueError, RecursionError) as e: raise InputError(f"not valid JSON: {e}") from None
+
+def json_safe(value:Any, # a value from an untrusted source (model output)
+              max_depth:int=MAX_JSON_DEPTH, # deepest nesting accepted
+              max_chars:int=MAX_ARG_CHARS, # size budget: characters of strings plus one per value
+             ) -> tuple[Any, list[str]]:
+    "A copy of `value` that serialises as JSON and reloads, and the list of what had to change (empty: it was fine)."
+    probs, budget = [], [max_chars]
+    def note(msg):
+        if len(probs) < 5: probs.append(msg)
+    def walk(v, d, path):
+        budget[0] -= 1
+        if budget[0] < 0: return None
+        where = path or '<root>'
+        if v is None or isinstance(v, bool): return v
+        if isinstance(v, int):
+            if v.bit_length() > 256: note(f"{where}: an integer of {v.bit_length()} bits is too large"); return None
+            return int(v)
+        if isinstance(v, float):
+            if not math.isfinite(v): note(f"{where}: {v} is not a JSON number"); return None
+            return float(v)
+        if isinstance(v, str):
+            budget[0] -= len(v)
+            c = clean_text(v)
+            if c is not v: note(f"{where}: lone surrogate characters (invalid Unicode)")
+            return c
+        if d >= max_depth and isinstance(v, (dict, list, tuple)):
+            note(f"{where}: nested deeper than {max_depth} levels"); return None
+        if isinstance(v, dict):
+            out = {}
+            for k, x in v.items():
+                if not isinstance(k, str): note(f"{where}: key {type(k).__name__} is not a string"); k = str(k)[:100]
+                k2 = clean_text(k)
+                if k2 is not k: note(f"{where}: lone surrogate characters in a key")
+                out[k2] = walk(x, d + 1, f"{path}.{k2}" if path else k2)
+                if budget[0] < 0: break
+            return out
+        if isinstance(v, (list, tuple)):
+            out = []
+            for i, x in enumerate(v):
+                out.append(walk(x, d + 1, f"{path}[{i}]"))
+                if budget[0] < 0: break
+            return out
+        note(f"{where}: a {type(v).__name__} is not a JSON value"); return None
+    out = walk(value, 0, "")
+    if budget[0] < 0: probs.append(f"larger than {max_chars} characters")
+    return out, probs
+
+def preview(value:Any, n:int=2000) -> str:
+    "A short, saveable text showing `value` (from `json_safe`'s copy: never too deep, never invalid Unicode)."
+    if isinstance(value, str): return clean_text(value[:n])
+    v, _ = json_safe(value, max_chars=4 * n)
+    return json.dumps(v, ensure_ascii=False)[:n]
+
+def safe_arguments(arguments:Any, # a tool call's arguments: a dict, the raw string a model produced, or anything
+                  ) -> tuple[Union[dict, str], Optional[str]]:
+    """Arguments that can be dispatched, saved and reloaded, and the problem that makes the call an error (None: fine).
+    Text that is merely invalid JSON is returned as is (the workspace answers it); a call that is too deep, too large,
+    or not representable as JSON (lone surrogates, NaN, huge integers, odd types) gets a problem and a capped preview."""
+    if arguments is None: return {}, None
+    if isinstance(arguments, str):
+        if len(arguments) > MAX_ARG_CHARS: return preview(arguments), f"arguments are {len(arguments)} characters, over the limit of {MAX_ARG_CHARS}"
+        text = clean_text(arguments)
+        if text is not arguments: return preview(text), "arguments contain lone surrogate characters (invalid Unicode)"
+        try: parsed = loads_json(text) if text.strip() else {}
+        except json.JSONDecodeError: return text, None
+        except InputError as e: return preview(text), f"arguments are {e}"
+        if not isinstance(parsed, dict): return text, None
+        clean, probs = json_safe(parsed)
+        return (clean, None) if not probs else (preview(text), "arguments are not valid JSON: " + "; ".join(probs))
+    if isinstance(arguments, dict):
+        clean, probs = json_safe(arguments)
+        return (clean, None) if not probs else (preview(clean), "arguments are not valid JSON: " + "; ".join(probs))
+    return preview(arguments), f"arguments must be an object, got {type(arguments).__name__}"
+
+# %% ../nbs/00_core.ipynb #7b81599b
+MAX_YAML_NODES = 200_000  # values a YAML document may expand to (aliases counted at every use)
+
+def _yaml_size(root, max_nodes:int, max_depth:int) -> tuple[int, int]:
+    "Expanded node count and depth of a composed YAML graph (aliases are shared nodes), iteratively, with cycle detection."
+    size, depth, state = {}, {}, {}
+    kids = lambda n: ([x for kv in n.value for x in kv] if isinstance(n, yaml.MappingNode)
+                      else list(n.value) if isinstance(n, yaml.SequenceNode) else [])
+    stack = [root]
+    while stack:
+        n = stack[-1]
+        if id(n) in size: stack.pop(); continue
+        if state.get(id(n)) is None:
+            state[id(n)] = 'open'
+            for k in kids(n):
+                if state.get(id(k)) == 'open': raise InputError("a recursive alias (a value that contains itself)")
+                if id(k) not in size: stack.append(k)
+            continue
+        ks = kids(n)
+        size[id(n)] = 1 + sum(size[id(k)] for k in ks)
+        depth[id(n)] = 1 + max((depth[id(k)] for k in ks), default=0)
+        if size[id(n)] > max_nodes: raise InputError(f"expands to more than {max_nodes} values (an alias bomb?)")
+        if depth[id(n)] > max_depth: raise InputError(f"nested deeper than {max_depth} levels")
+        state[id(n)] = 'done'; stack.pop()
+    return size[id(root)], depth[id(root)]
+
+def yaml_flow_depth(text:str) -> int:
+    "The deepest `[`/`{` nesting of YAML `text` outside quoted scalars and comments, in one linear scan (PyYAML's scanner is quadratic in it)."
+    depth = best = 0; state = None; skip = -1
+    for m in re.finditer(r"[\[\]{}\"'#\\\n]", text):
+        ch, i = m.group(), m.start()
+        if i == skip: continue
+        if state == 'dq':
+            if ch == '\\': skip = i + 1
+            elif ch == '"': state = None
+        elif state == 'sq':
+            if ch == "'":
+                if text[i + 1:i + 2] == "'": skip = i + 1
+                else: state = None
+        elif state == 'comment':
+            if ch == '\n': state = None
+        else:
+            prev = text[i - 1] if i else ' '
+            if ch in '"\'' and prev in ' \t\n[{,:-?': state = 'dq' if ch == '"' else 'sq'
+            elif ch == '#' and prev in ' \t\n': state = 'comment'
+            elif ch in '[{': depth += 1; best = max(best, depth)
+            elif ch in ']}': depth = max(depth - 1, 0)
+    return best
+
+def safe_yaml_load(text:str, # YAML (or JSON) text from an untrusted file
+                   source:str|None=None, # where it came from, for the error message
+                   max_nodes:int=MAX_YAML_NODES, # bound on the expanded size (aliases counted at every use)
+                   max_depth:int=MAX_DOC_DEPTH, # bound on nesting
+                  ) -> Any:
+    "`yaml.safe_load` with bounded alias expansion, size and depth: a bomb or a too-deep document is a `SpecError`."
+    if yaml_flow_depth(text) > max_depth:
+        raise SpecError([("", f"not valid YAML: nested deeper than {max_depth} levels")], source)
+    loader = yaml.SafeLoader(text)
+    try:
+        try: node = loader.get_single_node()
+        except RecursionError: raise SpecError([("", f"not valid YAML: nested deeper than {max_depth} levels")], source) from None
+        if node is None: return None
+        try: _yaml_size(node, max_nodes, max_depth)
+        except InputError as e: raise SpecError([("", f"YAML document rejected: {e}")], source) from None
+        return loader.construct_document(node)
+    except yaml.YAMLError as e: raise SpecError([("", f"not valid JSON/YAML: {e}")], source) from None
+    finally: loader.dispose()
+
 # %% ../nbs/00_core.ipynb #43853bd5
 class CoreModel(BaseModel):
     "Base for all CoworkEnv values: strict about unknown fields, JSON round-trippable."
@@ -77,8 +263,8 @@ class ToolCall(CoreModel):
     def parse(cls, id:str, name:str, arguments:Any) -> 'ToolCall':
         "Build from an OpenAI-style call whose `arguments` may be a JSON string."
         if isinstance(arguments, str):
-            try: a = json.loads(arguments) if arguments.strip() else {}
-            except json.JSONDecodeError: a = arguments
+            try: a = loads_json(arguments) if arguments.strip() else {}
+            except ValueError: a = arguments  # invalid JSON, or too deep / too large to parse safely: kept as text
             if not isinstance(a, (dict, str)): a = arguments
             arguments = a
         elif arguments is None: arguments = {}
@@ -131,7 +317,7 @@ class Message(CoreModel):
         return d
 
 # %% ../nbs/00_core.ipynb #ca044c4f
-Scope = Literal['assistant', 'final', 'all']
+Scope = Literal['assistant', 'final', 'all', 'sent']  # sent: the assistant's text plus every tool-call argument string it sent
 
 class P(CoreModel):
     "Base for check parameters."
@@ -165,6 +351,9 @@ class StateEqualsP(P):
     service: str; id: str; field: str; value: Any; collection: Optional[str] = None
 class KeywordsP(P):
     keywords: list[str] = Field(min_length=1); scope: Scope = 'assistant'; mode: Literal['all', 'any'] = 'all'
+class KeywordsAbsentP(KeywordsP):
+    "Forbidden keywords: read by default in everything the agent sent (its messages and its tool-call arguments)."
+    scope: Scope = 'sent'
 class RegexP(P):
     pattern: str; scope: Scope = 'assistant'; should_match: bool = True
     @field_validator('pattern')
@@ -179,6 +368,12 @@ class AskedForP(P):
     fact: str; before_tool: Optional[str] = None
 class LLMJudgeP(P):
     rubric: str; threshold: float = Field(0.5, ge=0, le=1)
+class EndStateP(P):
+    "The agent's state changes equal some valid plan's on every non-free field (reference: `spec.footprint`)."
+    free: list[str] = Field(default_factory=list)  # extra free fields of this spec, as `service.collection.field`
+class NoCollateralP(P):
+    "No destructive effect (delete, disable, reject, pay, send, ...) that no valid plan makes."
+    effects: list[str] = Field(default_factory=list)  # only these effects (default: every destructive effect)
 
 # %% ../nbs/00_core.ipynb #c9e2fbbd
 CHECK_PARAMS: dict[str, type[P]] = {
@@ -186,8 +381,9 @@ CHECK_PARAMS: dict[str, type[P]] = {
     'audit_action_exists': AuditActionExistsP, 'audit_field_equals': AuditFieldEqualsP,
     'audit_field_contains': AuditFieldContainsP, 'audit_count': AuditCountP,
     'audit_sequence': AuditSequenceP, 'state_equals': StateEqualsP,
-    'keywords_present': KeywordsP, 'keywords_absent': KeywordsP, 'regex': RegexP,
+    'keywords_present': KeywordsP, 'keywords_absent': KeywordsAbsentP, 'regex': RegexP,
     'min_length': MinLengthP, 'asked_for': AskedForP, 'llm_judge': LLMJudgeP,
+    'end_state': EndStateP, 'no_collateral': NoCollateralP,
 }
 
 class Check(CoreModel):
@@ -352,23 +548,73 @@ class TaskSpec(CoreModel):
         raise KeyError(f"spec {self.id!r} has no check {id!r}")
 
 # %% ../nbs/00_core.ipynb #7bd6fe02
-def _read_doc(src) -> tuple[Any, str|None]:
-    if isinstance(src, dict): return src, None
-    p = Path(src) if isinstance(src, Path) or (isinstance(src, str) and '\n' not in src and len(src) < 1024) else None
-    if p is not None and p.exists():
-        text, name = p.read_text(), str(p)
-    elif isinstance(src, str) and p is not None and p.suffix in ('.json', '.yaml', '.yml'):
-        raise FileNotFoundError(f"spec file not found: {src}")
-    else: text, name = str(src), None
-    try: return (json.loads(text) if text.lstrip().startswith('{') else yaml.safe_load(text)), name
-    except (json.JSONDecodeError, yaml.YAMLError) as e: raise SpecError([("", f"not valid JSON/YAML: {e}")], name)
+class SpecFileNotFound(SpecError, FileNotFoundError):
+    "A spec path that does not exist."
+    def __init__(self, path:str):
+        self.problems, self.source = [("", f"spec file not found: {path}")], str(path)
+        ValueError.__init__(self, f"spec file not found: {path}")
 
+def _doc_depth(obj, limit:int) -> int:
+    "Nesting depth of a loaded document (iterative; stops past `limit`)."
+    best, stack = 0, [(obj, 1)]
+    while stack:
+        v, d = stack.pop()
+        if not isinstance(v, (dict, list)): continue
+        best = max(best, d)
+        if best > limit: break
+        stack += [(x, d + 1) for x in (v.values() if isinstance(v, dict) else v)]
+    return best
+
+def _is_path(src) -> bool:
+    "A one-line string that names a file rather than holding a document."
+    if isinstance(src, Path): return True
+    s = src.strip()
+    if not s or '\n' in s or s[0] in '{[' or len(s) > 4096: return False
+    if Path(s).suffix.lower() in ('.json', '.yaml', '.yml') or ':' not in s: return True
+    try: return Path(s).exists()
+    except OSError: return False
+
+def _read_text(p:Path) -> str:
+    if not p.exists(): raise SpecFileNotFound(str(p))
+    if p.is_dir(): raise SpecError([("", "is a folder, not a spec file")], str(p))
+    try: data = p.read_bytes()
+    except OSError as e: raise SpecError([("", f"cannot read the file: {e.strerror or e}")], str(p)) from None
+    try: return data.decode('utf-8')
+    except UnicodeDecodeError as e:
+        raise SpecError([("", f"not a text file (invalid UTF-8 at byte {e.start}); a spec is JSON or YAML text")], str(p)) from None
+
+def _parse_doc(text:str, name:str|None) -> Any:
+    "JSON (a text starting with `{`/`[`) or YAML, with bounded depth and alias expansion."
+    if text.lstrip().startswith(('{', '[')):
+        try: doc = loads_json(text, MAX_DOC_DEPTH)
+        except json.JSONDecodeError as e: raise SpecError([("", f"not valid JSON: {e}")], name) from None
+        except InputError as e: raise SpecError([("", f"JSON document rejected: {e}")], name) from None
+    else: doc = safe_yaml_load(text, name)
+    _check_doc(doc, name)
+    return doc
+
+def _check_doc(doc, name:str|None):
+    "Refuse what would break later: nesting beyond `MAX_DOC_DEPTH`, lone surrogates (unsaveable as UTF-8)."
+    if _doc_depth(doc, MAX_DOC_DEPTH) > MAX_DOC_DEPTH:
+        raise SpecError([("", f"document rejected: nested deeper than {MAX_DOC_DEPTH} levels")], name)
+    try: json.dumps(doc, ensure_ascii=False, default=str).encode('utf-8')
+    except UnicodeEncodeError as e:
+        raise SpecError([("", f"document rejected: lone surrogate characters (invalid Unicode) at character {e.start}")], name) from None
+
+def _read_doc(src) -> tuple[Any, str|None]:
+    if isinstance(src, dict): _check_doc(src, None); return src, None
+    if not isinstance(src, (str, Path)): raise SpecError([("", f"expected a path, a JSON/YAML text or a dict, got {type(src).__name__}")])
+    if _is_path(src):
+        p = Path(src)
+        return _parse_doc(_read_text(p), str(p)), str(p)
+    return _parse_doc(src, None), None
 def load_spec(src) -> TaskSpec:
-    "Load a `TaskSpec` from a path, a JSON/YAML string or a dict; raises `SpecError` naming each problem's path."
+    "Load a `TaskSpec` from a path, a JSON/YAML string or a dict; raises `SpecError` naming the file and each problem's path."
     doc, name = _read_doc(src)
     if not isinstance(doc, dict): raise SpecError([("", f"expected a mapping, got {type(doc).__name__}")], name)
     try: return TaskSpec.model_validate(doc)
     except ValidationError as e: raise _nested_error(e, name)
+    except RecursionError: raise SpecError([("", "document rejected: nested too deeply")], name) from None
 
 def _nested_error(e:ValidationError, name) -> SpecError:
     "Paths of errors raised inside validators (e.g. `params.field` of a check) are appended to the location."
@@ -393,11 +639,26 @@ def save_spec(spec:TaskSpec, path) -> Path:
     else: path.write_text(json.dumps(d, indent=1, ensure_ascii=False) + "\n")
     return path
 
-def load_specs(folder) -> list[TaskSpec]:
-    "Every `*.json`/`*.yaml` spec in a folder, sorted by file name."
+class SpecList(list):
+    "The specs of a folder (a list); `errors` holds the `SpecError` of each file that did not load (`errors='collect'`)."
+    errors: list
+
+def load_specs(folder, # a folder of `*.json` / `*.yaml` / `*.yml` specs
+               errors:Literal['raise', 'collect']='raise', # 'collect': keep going, the failures in `.errors`
+              ) -> SpecList:
+    "Every spec in a folder, sorted by file name; a bad file raises its `SpecError` or, with `errors='collect'`, is reported."
+    if errors not in ('raise', 'collect'): raise ValueError(f"errors must be 'raise' or 'collect', got {errors!r}")
     folder = Path(folder)
     if not folder.is_dir(): raise FileNotFoundError(f"not a folder of specs: {folder}")
-    return [load_spec(p) for p in sorted(folder.iterdir()) if p.suffix in ('.json', '.yaml', '.yml')]
+    out = SpecList(); out.errors = []
+    for p in sorted(folder.iterdir()):
+        if p.suffix.lower() not in ('.json', '.yaml', '.yml'): continue
+        try: out.append(load_spec(p))
+        except SpecError as e:
+            if errors == 'raise': raise
+            out.errors.append(e)
+    return out
+
 
 # %% ../nbs/00_core.ipynb #c3daed6a
 class ToolDispatch(CoreModel):

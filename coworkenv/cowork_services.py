@@ -27,6 +27,10 @@ def invalid(field:str, # the argument at fault
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
+def _decision_effect(a:dict) -> str:
+    "The effect of `approvals_decide`: `reject` or `approve`."
+    return 'reject' if str(a.get('decision', '')).strip().lower() == 'rejected' else 'approve'
+
 class CoworkService(Service):
     "Base of CoworkEnv's own services: Claw-Eval conventions plus value checks, ids and fast copies."
     me: ClassVar[str] = "me"  # the workspace user the agent acts for
@@ -74,8 +78,9 @@ class Approvals(CoworkService):
     name = "approvals"
     collections = {"requests": "request_id"}
     mutation_keys = ("created_requests", "decisions")
+    free_fields = {"requests": ("title", "notes", "created_at", "decided_at", "decision_comment")}
 
-    @tool("/approvals/requests")
+    @tool("/approvals/requests", effect="read")
     def approvals_list_requests(self,
             status:Optional[str]=None, # only requests with this status: pending, approved or rejected (default: all)
             kind:Optional[str]=None, # only requests of this kind: purchase, payment, expense, access, other (default: all)
@@ -84,7 +89,7 @@ class Approvals(CoworkService):
         reqs = self.select("requests", status=status, kind=kind)
         return {"requests": reqs, "total": len(reqs)}
 
-    @tool("/approvals/requests/get")
+    @tool("/approvals/requests/get", effect="read")
     def approvals_get_request(self,
             request_id:str, # id of the request, e.g. REQ-001
         ):
@@ -92,7 +97,7 @@ class Approvals(CoworkService):
         r = self.find(request_id)
         return clone(r) if r is not None else self.not_found("Request", request_id)
 
-    @tool("/approvals/requests/create")
+    @tool("/approvals/requests/create", effect="write")
     def approvals_create_request(self,
             kind:RequestKind, # what needs approval: purchase, payment, expense, access or other
             title:str, # short description of what is requested
@@ -114,7 +119,7 @@ class Approvals(CoworkService):
         self.log("created_requests", rec)
         return {"status": "created", "request": clone(rec)}
 
-    @tool("/approvals/requests/decide")
+    @tool("/approvals/requests/decide", effect=_decision_effect, target=("request_id",))
     def approvals_decide(self,
             request_id:str, # id of the pending request to decide
             decision:Literal["approved", "rejected"], # the decision: approved or rejected
@@ -137,8 +142,9 @@ class Expenses(CoworkService):
     name = "expenses"
     collections = {"claims": "claim_id", "payments": "payment_id"}
     mutation_keys = ("payments", "rejections")
+    free_fields = {"claims": ("paid_at", "rejection_reason"), "payments": ("timestamp", "claim_status_before")}
 
-    @tool("/expenses/claims")
+    @tool("/expenses/claims", effect="read")
     def expenses_list_claims(self,
             status:Optional[str]=None, # only claims with this status: submitted, approved, paid or rejected (default: all)
             employee:Optional[str]=None, # only claims of this employee (exact match)
@@ -147,7 +153,7 @@ class Expenses(CoworkService):
         cl = self.select("claims", status=status, employee=employee)
         return {"claims": cl, "total": len(cl)}
 
-    @tool("/expenses/claims/get")
+    @tool("/expenses/claims/get", effect="read")
     def expenses_get_claim(self,
             claim_id:str, # id of the claim, e.g. CLM-101
         ):
@@ -155,7 +161,7 @@ class Expenses(CoworkService):
         r = self.find(claim_id)
         return clone(r) if r is not None else self.not_found("Claim", claim_id)
 
-    @tool("/expenses/claims/pay")
+    @tool("/expenses/claims/pay", effect="pay", target=("claim_id",))
     def expenses_pay_claim(self,
             claim_id:str, # id of the claim to pay
             amount:Optional[float]=None, # amount to pay (default: the claimed amount)
@@ -173,7 +179,7 @@ class Expenses(CoworkService):
         self.mutations["payments"].append(clone(pay))
         return {"status": "paid", "payment": clone(pay), "claim": clone(r)}
 
-    @tool("/expenses/claims/reject")
+    @tool("/expenses/claims/reject", effect="reject", target=("claim_id",))
     def expenses_reject_claim(self,
             claim_id:str, # id of the claim to reject
             reason:str, # why it is rejected (shown to the employee)
@@ -195,14 +201,15 @@ class Chat(CoworkService):
     name = "chat"
     collections = {"channels": "channel_id", "messages": "message_id"}
     mutation_keys = ("posted_messages", "direct_messages")
+    free_fields = {"messages": ("text", "timestamp")}
 
-    @tool("/chat/channels")
+    @tool("/chat/channels", effect="read")
     def chat_list_channels(self):
         "List chat channels with their members and whether they are external (shared outside the company)."
         ch = self.select("channels")
         return {"channels": ch, "total": len(ch)}
 
-    @tool("/chat/messages")
+    @tool("/chat/messages", effect="read")
     def chat_read_messages(self,
             channel_id:str, # id of the channel to read
             limit:int=20, # how many of the most recent messages to return
@@ -220,7 +227,7 @@ class Chat(CoworkService):
         self.data["messages"].append(m)
         return m
 
-    @tool("/chat/messages/post")
+    @tool("/chat/messages/post", effect="send", target=("channel_id",))
     def chat_post_message(self,
             channel_id:str, # id of the channel to post in
             text:str, # the message
@@ -233,7 +240,7 @@ class Chat(CoworkService):
         self.mutations["posted_messages"].append(clone(m))
         return {"status": "posted", "message": clone(m), "external": bool(ch.get("external", False))}
 
-    @tool("/chat/direct")
+    @tool("/chat/direct", effect="send", target=("user",))
     def chat_send_direct(self,
             user:str, # who to message (name, handle or e-mail)
             text:str, # the message
@@ -258,6 +265,7 @@ class Files(CoworkService):
     name = "files"
     collections = {"files": "file_id"}
     mutation_keys = ("created", "updated", "shared", "archived", "deleted")
+    free_fields = {"files": ("content", "modified_at", "archived_at")}
 
     def _live(self, file_id:str, action:str):
         "The file, or an error body if it is unknown or archived."
@@ -266,7 +274,7 @@ class Files(CoworkService):
         if r.get("archived"): return None, {"error": f"File {file_id} is archived and cannot be {action}"}
         return r, None
 
-    @tool("/files")
+    @tool("/files", effect="read")
     def files_list(self,
             folder:Optional[str]=None, # only files directly in this folder, e.g. /finance (default: all folders)
             include_archived:bool=False, # also list archived files
@@ -277,7 +285,7 @@ class Files(CoworkService):
                if (f is None or r.get("folder") == f) and (include_archived or not r.get("archived"))]
         return {"files": out, "total": len(out)}
 
-    @tool("/files/read")
+    @tool("/files/read", effect="read")
     def files_read(self,
             file_id:str, # id of the file, e.g. FILE-001
         ):
@@ -285,7 +293,7 @@ class Files(CoworkService):
         r = self.find(file_id)
         return clone(r) if r is not None else self.not_found("File", file_id)
 
-    @tool("/files/write")
+    @tool("/files/write", effect="write")
     def files_write(self,
             name:str, # file name, e.g. q1-summary.md
             content:str, # the file's content
@@ -302,7 +310,7 @@ class Files(CoworkService):
         self.log("created", rec)
         return {"status": "created", "file": clone(rec)}
 
-    @tool("/files/update")
+    @tool("/files/update", effect="write")
     def files_update(self,
             file_id:str, # id of the file to change
             content:str, # the new content (replaces the old)
@@ -314,7 +322,7 @@ class Files(CoworkService):
         self.log("updated", r)
         return {"status": "updated", "file": clone(r)}
 
-    @tool("/files/share")
+    @tool("/files/share", effect="share", target=("file_id", "recipients"))
     def files_share(self,
             file_id:str, # id of the file to share
             recipients:list[str], # people to share it with (names or e-mails)
@@ -330,7 +338,7 @@ class Files(CoworkService):
         self.log("shared", {"file_id": file_id, "name": r.get("name"), "recipients": rc, "shared_with": sw})
         return {"status": "shared", "file_id": file_id, "shared_with": list(sw)}
 
-    @tool("/files/archive")
+    @tool("/files/archive", effect="archive", target=("file_id",))
     def files_archive(self,
             file_id:str, # id of the file to archive
         ):
@@ -341,7 +349,7 @@ class Files(CoworkService):
         self.log("archived", r)
         return {"status": "archived", "file": clone(r)}
 
-    @tool("/files/delete")
+    @tool("/files/delete", effect="delete", target=("file_id",))
     def files_delete(self,
             file_id:str, # id of the file to delete
         ):
@@ -363,8 +371,9 @@ class HR(CoworkService):
     name = "hr"
     collections = {"employees": "employee_id", "onboarding": "task_id"}
     mutation_keys = ("created_employees", "onboarding_tasks", "onboarding_updates")
+    free_fields = {"onboarding": ("updated_at",)}
 
-    @tool("/hr/employees")
+    @tool("/hr/employees", effect="read")
     def hr_list_employees(self,
             department:Optional[str]=None, # only employees of this department (exact match; default: all)
         ):
@@ -372,7 +381,7 @@ class HR(CoworkService):
         emps = self.select("employees", department=department)
         return {"employees": emps, "total": len(emps)}
 
-    @tool("/hr/employees/get")
+    @tool("/hr/employees/get", effect="read")
     def hr_get_employee(self,
             employee_id:str, # id of the employee, e.g. EMP-007
         ):
@@ -381,7 +390,7 @@ class HR(CoworkService):
         if r is None: return self.not_found("Employee", employee_id)
         return {**clone(r), "onboarding": self.select("onboarding", employee_id=employee_id)}
 
-    @tool("/hr/employees/create")
+    @tool("/hr/employees/create", effect="write")
     def hr_create_employee(self,
             name:str, # full name
             email:str, # work e-mail address
@@ -406,7 +415,7 @@ class HR(CoworkService):
         self.log("created_employees", rec)
         return {"status": "created", "employee": clone(rec)}
 
-    @tool("/hr/onboarding/create")
+    @tool("/hr/onboarding/create", effect="write")
     def hr_create_onboarding_task(self,
             employee_id:str, # the new employee's id
             item:str, # what has to be done, e.g. "Laptop and accounts"
@@ -423,7 +432,7 @@ class HR(CoworkService):
         self.log("onboarding_tasks", rec)
         return {"status": "created", "task": clone(rec)}
 
-    @tool("/hr/onboarding/update")
+    @tool("/hr/onboarding/update", effect="write")
     def hr_update_onboarding_task(self,
             task_id:str, # id of the onboarding task, e.g. ONB-003
             status:OnboardingStatus, # new status: pending, in_progress or done

@@ -4,30 +4,35 @@
 
 # %% ../nbs/03_env.ipynb #add7ec79
 from __future__ import annotations
-import json, os, random, time, warnings
+import copy, json, os, random, time, warnings
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 # %% auto #0
 __all__ = ['LLM_USER_PROMPT', 'RATE_LIMIT_BODY', 'SERVER_ERROR_BODY', 'DEFAULT_SYSTEM_PROMPT', 'UserReply', 'ScriptedUser',
-           'LLMUser', 'injected_error', 'StepResult', 'EnvError', 'CoworkEnv']
+           'LLMUser', 'injected_error', 'StepResult', 'EnvError', 'Turn', 'coerce_turn', 'CoworkEnv']
 
 # %% ../nbs/03_env.ipynb #9d966acf
 from .core import (Grade, Message, SpecError, TaskSpec, ToolCall, ToolDispatch, Trajectory, UserSpec,
-                            load_spec)
+                            clean_text, load_spec, preview, safe_arguments, MAX_TEXT_CHARS)
+from .intents import ONE_AT_A_TIME, requests
+from .llm import LLMError, LLMPolicy, cap_text, openai_client, redact
+from .services import clone
 from .workspace import Workspace, WorkspaceError
-from .checks import CheckTracker, Evidence, asks_for, grade as grade_evidence
+from .checks import CheckTracker, Evidence, asks_for, grade as grade_evidence, with_footprint
+
 
 # %% ../nbs/03_env.ipynb #83ef11bf
 @dataclass
 class UserReply:
-    "What the simulated user says; `done` ends the episode."
+    "What the simulated user says; `done` ends the episode; `error` (the simulator failed) ends it as errored."
     text: str
     done: bool = False
     revealed: list = field(default_factory=list)
+    error: Optional[str] = None
 
 class ScriptedUser:
-    "Deterministic user: reveals facts only when asked (by key/alias), stage by stage; staged follow-ups."
+    "Deterministic user: reveals a fact to a question that asks for it (and nothing else), stage by stage; staged follow-ups."
     def __init__(self, user:UserSpec):
         self.user = user
         self.reset()
@@ -44,12 +49,18 @@ class ScriptedUser:
             if fu.after_check and env.check_passed(fu.after_check): return fu
         return None
 
+    def answer(self, text:str) -> tuple[list, list[str]]:
+        "The facts revealed to `text` and what the user says about them (no follow-ups, no state change)."
+        labels = requests(text, self.user.facts)
+        if len(labels) > 1: return [], [ONE_AT_A_TIME]
+        asked = [f for f in self.user.facts if f.key in labels and f.available(self.stage)]
+        return asked, [f.say() for f in asked]
+
     def reply(self, text:str, env) -> UserReply:
         "The user's answer to an assistant message `text` (one without tool calls)."
         if self.rounds >= self.user.max_rounds: return UserReply(self.user.done_reply, done=True)
         text = text or ""
-        asked = [f for f in self.user.facts if f.available(self.stage) and asks_for(text, f)]
-        parts = [f.say() for f in asked]
+        asked, parts = self.answer(text)
         for f in asked: self.revealed.setdefault(f.key, env.turn)
         fu = self._due_followup(env)
         if fu is not None:
@@ -68,18 +79,29 @@ Persona: {persona}
 What you know (share a detail only when the assistant asks for it): {facts}
 Rules: answer truthfully from the persona; if asked for details you don't have, say naturally that you don't know; keep replies to 1-3 natural sentences; when the assistant has delivered a complete result or you are satisfied, reply with exactly [DONE]."""
 
+def _reply_text(r) -> str:
+    "The text of a chat completion; an unusable answer (no choices, no message, non-text content) is an `LLMError`."
+    choices = getattr(r, 'choices', None)
+    if not isinstance(choices, list) or not choices: raise LLMError(f"the user model returned no choices ({cap_text(repr(r), 300)})")
+    content = getattr(getattr(choices[0], 'message', None), 'content', None)
+    if content is not None and not isinstance(content, str):
+        raise LLMError(f"the user model returned non-text content ({type(content).__name__})")
+    return (content or "").strip()
+
 class LLMUser:
-    "A user simulator played by an OpenAI-compatible model (Claw-Eval style); any error ends the conversation."
+    """A user simulator played by an OpenAI-compatible model (Claw-Eval style). An endpoint failure (5xx, 429, timeout,
+    garbage, no choices) is recorded (`errors`) and ends the episode as errored (`end_reason='user_error'`), never as [DONE]."""
     def __init__(self, user:UserSpec, base_url:str|None=None, model:str|None=None, api_key:str|None=None,
-                 temperature:float=0.7, client=None, seed:int|None=None):
+                 temperature:float=0.7, client=None, seed:int|None=None,
+                 policy:Optional[LLMPolicy]=None, # timeout/retries (default: `coworkenv.llm.default_policy()`)
+                ):
         self.user, self.temperature, self.seed = user, temperature, seed
         self.model = model or os.environ.get('COWORKENV_USER_MODEL') or os.environ.get('COWORKENV_MODEL')
         if client is None:
             base_url = base_url or os.environ.get('COWORKENV_USER_BASE_URL') or os.environ.get('OPENAI_BASE_URL')
             if not (base_url and self.model):
                 raise ValueError("LLMUser needs a base_url and a model (args, or COWORKENV_USER_BASE_URL / COWORKENV_USER_MODEL)")
-            from openai import OpenAI
-            client = OpenAI(base_url=base_url, api_key=api_key or os.environ.get('OPENAI_API_KEY') or 'none', max_retries=2)
+            client = openai_client(base_url, api_key, policy)
         self.client = client
         self.reset()
 
@@ -95,10 +117,13 @@ class LLMUser:
         try:
             r = self.client.chat.completions.create(model=self.model, messages=msgs, temperature=self.temperature,
                                                     max_tokens=200, **({'seed': self.seed} if self.seed is not None else {}))
-            out = (r.choices[0].message.content or "").strip()
-        except Exception as e:
-            self.errors.append(str(e)); return UserReply("[DONE]", done=True)
-        if not out or "[DONE]" in out: return UserReply(out or "[DONE]", done=True)
+            out = _reply_text(r)
+        except Exception as e:  # any failure of the endpoint or its answer: recorded, the episode is errored
+            err = cap_text(redact(f"user simulator failed: {type(e).__name__}: {e}"), 1000)
+            self.errors.append(err)
+            return UserReply("", done=True, error=err)
+        out = cap_text(redact(clean_text(out)), 4000)
+        if not out or "[DONE]" in out: return UserReply(out or "[DONE]", done=True)  # an empty reply: nothing more to say
         self.rounds += 1
         for f in self.user.facts:
             if f.value.lower() in out.lower(): self.revealed.setdefault(f.key, env.turn)
@@ -131,33 +156,69 @@ class EnvError(RuntimeError):
     "Misuse of the environment API (e.g. `step` before `reset` or after the episode ended)."
 
 # %% ../nbs/03_env.ipynb #a887c072
-def _coerce_message(msg) -> tuple[Message, Optional[str]]:
-    "Turn whatever the agent produced into an assistant `Message`; the second value describes what was wrong."
-    if isinstance(msg, Message):
-        return (msg, None) if msg.role == 'assistant' else (msg.model_copy(update={'role': 'assistant'}), f"role {msg.role!r} treated as assistant")
-    if isinstance(msg, str): return Message(role='assistant', content=msg), None
-    if hasattr(msg, 'model_dump') and not isinstance(msg, dict): msg = msg.model_dump()
+@dataclass
+class Turn:
+    "An agent's output made safe: the assistant `Message` to record, what was wrong with it, and each call's problem."
+    message: Message
+    problems: list = field(default_factory=list)  # notes on the message as a whole (wrong role, odd content, ...)
+    call_problems: list = field(default_factory=list)  # per tool call: why it is rejected (None: dispatch it)
+
+def _clean_str(s:Any, what:str, problems:list, n:int) -> str:
+    if not isinstance(s, str): return ""
+    c = clean_text(s)
+    if c is not s: problems.append(f"{what} contains lone surrogate characters (replaced)")
+    if len(c) > n: problems.append(f"{what} is {len(c)} characters, cut to {n}"); c = c[:n]
+    return c
+
+def coerce_turn(msg:Any, # what the agent produced: a `Message`, an OpenAI-style dict or SDK object, a string, anything
+               ) -> Turn:
+    "Turn whatever the agent produced into a saveable assistant message; never raises."
+    problems, calls, call_problems = [], [], []
+    if isinstance(msg, str): msg = {"role": "assistant", "content": msg}
+    elif isinstance(msg, Message): msg = {"role": msg.role, "content": msg.content, "tool_calls": msg.tool_calls}
+    elif hasattr(msg, 'model_dump') and not isinstance(msg, dict):
+        try: msg = msg.model_dump()
+        except Exception as e: msg = None
     if not isinstance(msg, dict):
-        return Message(role='assistant', content=None), f"malformed assistant message of type {type(msg).__name__}"
-    problems, calls = [], []
+        return Turn(Message(role='assistant', content=None), [f"malformed assistant message of type {type(msg).__name__}"])
+    role = msg.get('role', 'assistant')
+    if role != 'assistant':
+        shown = _clean_str(role, "role", [], 40) if isinstance(role, str) else type(role).__name__
+        problems.append(f"a message with role {shown!r} was passed to step(); it is recorded as the assistant's turn")
     content = msg.get('content')
     if content is not None and not isinstance(content, str):
-        problems.append("content is not a string"); content = json.dumps(content, ensure_ascii=False, default=str)
+        problems.append(f"content is not a string ({type(content).__name__})"); content = preview(content)
+    content = _clean_str(content, "content", problems, MAX_TEXT_CHARS) if content is not None else None
     raw_calls = msg.get('tool_calls') or []
     if not isinstance(raw_calls, list): problems.append("tool_calls is not a list"); raw_calls = [raw_calls]
     for i, c in enumerate(raw_calls):
+        if isinstance(c, ToolCall): c = {"id": c.id, "function": {"name": c.name, "arguments": c.arguments}}
         if not isinstance(c, dict): problems.append(f"tool_calls[{i}] is not an object"); c = {}
         f = c.get('function', c)
         if not isinstance(f, dict): f = {}
-        name = f.get('name'); args = f.get('arguments', {})
-        if not isinstance(name, str): problems.append(f"tool_calls[{i}] has no name"); name = str(name) if name is not None else ""
-        if not isinstance(args, (dict, str)):
-            args = args if args is None else json.dumps(args, default=str)
-        cid = c.get('id') if isinstance(c.get('id'), str) else f"call_{i}"
-        calls.append(ToolCall.parse(cid, name, args))
-    return Message(role='assistant', content=content, tool_calls=calls), ("; ".join(problems) or None)
+        name = f.get('name')
+        if not isinstance(name, str): problems.append(f"tool_calls[{i}] has no name")
+        name = _clean_str(name, f"tool_calls[{i}].name", problems, 200)
+        cid = _clean_str(c.get('id'), f"tool_calls[{i}].id", problems, 200) or f"call_{i}"
+        args, problem = safe_arguments(f.get('arguments', {}))
+        calls.append(ToolCall(id=cid, name=name, arguments=args)); call_problems.append(problem)
+    return Turn(Message(role='assistant', content=content, tool_calls=calls), problems, call_problems)
+
+def _coerce_message(msg) -> tuple[Message, Optional[str]]:
+    "`(message, problem)`: the assistant `Message` and a note of what was wrong (None: nothing)."
+    t = coerce_turn(msg)
+    return t.message, ("; ".join(t.problems) or None)
 
 # %% ../nbs/03_env.ipynb #a78ca27c
+def _copy_state(obj) -> dict:
+    "Deep copies of an object's attributes that a turn may change (what cannot be copied is left out)."
+    out = {}
+    for k, v in vars(obj).items():
+        if k in ('user', 'client'): continue
+        try: out[k] = copy.deepcopy(v)
+        except Exception: pass
+    return out
+
 class CoworkEnv:
     "An executable coworker environment: `reset()`, `step(message)`, `grade()`, `trajectory()`."
     def __init__(self, spec:Union[TaskSpec, dict, str], # the task (or a path / dict / JSON-YAML text)
@@ -171,6 +232,7 @@ class CoworkEnv:
                  record_timings:bool=False, # record wall-clock latencies (makes trajectories non-reproducible)
                 ):
         self.spec = spec if isinstance(spec, TaskSpec) else load_spec(spec)
+        self.spec = with_footprint(self.spec)  # end-state and collateral checks from the valid plans (idempotent; CoworkEnv specs with a solution)
         cl = self.spec.compat == 'claweval'
         if extra is None: extra = 'ignore' if cl else 'forbid'
         if date_shift is None: date_shift = cl
@@ -206,6 +268,7 @@ class CoworkEnv:
         self.turn, self.user_rounds, self.done, self.end_reason = 0, 0, False, ""
         self.dispatches: list[ToolDispatch] = []
         self.problems: list[dict] = []
+        self.errors: list[dict] = []  # failures of the environment's own parts (the user simulator, a turn that could not run)
         self._ok_tools: set[str] = set()
         self.t0 = time.perf_counter()
         self.messages = [Message(role='system', content=self.spec.system_prompt or DEFAULT_SYSTEM_PROMPT),
@@ -215,6 +278,15 @@ class CoworkEnv:
 
     def tool_succeeded(self, tool:str) -> bool: return tool in self._ok_tools
     def check_passed(self, check_id:str) -> bool: return self.tracker.state.get(check_id, False)
+
+    def _reject(self, call:ToolCall, problem:str) -> Message:
+        "Answer a call whose arguments cannot be used (too deep, too large, not JSON) without running it."
+        body = {"error": f"tool call {call.name!r} rejected: {problem}"}
+        self.ws.log.append({"service": None, "tool": call.name, "args": call.arguments, "status": 400, "result": body,
+                            "turn": self.turn})
+        self.dispatches.append(ToolDispatch(turn=self.turn, tool_call_id=call.id, tool=call.name, arguments=call.arguments,
+                                            status=400, body=body))
+        return Message(role='tool', tool_call_id=call.id, name=call.name, content=f"Error: {body['error']}")
 
     def _dispatch(self, call:ToolCall) -> Message:
         t = time.perf_counter()
@@ -241,33 +313,100 @@ class CoworkEnv:
                         id_fields=self.ws.id_fields, turn=self.turn)
 
     def step(self, message) -> StepResult:
-        "Apply one assistant message: run its tool calls, or let the user answer; returns the new messages."
+        """Apply one assistant message: run its tool calls, or let the user answer; returns the new messages.
+        Never raises on what the agent produced: a malformed call gets an error result, and a turn that fails inside the
+        environment is rolled back whole (workspace, log, user, checks) and recorded with an error result per call."""
         if not self._started: raise EnvError("call reset() before step()")
         if self.done: raise EnvError(f"the episode has ended ({self.end_reason}); call reset() to start another")
-        msg, problem = _coerce_message(message)
+        try: turn = coerce_turn(message)
+        except Exception as e: turn = Turn(Message(role='assistant', content=None), [f"unreadable agent output ({type(e).__name__})"])
+        saved = self._checkpoint(self._services_of(turn.message.tool_calls))
+        try: return self._apply(turn)
+        except Exception as e:  # a bug or resource error inside a service, a check or the user: all or nothing
+            self._restore(saved)
+            return self._failed_turn(turn, e)
+
+    def _apply(self, t:Turn) -> StepResult:
+        msg = t.message
         self.turn += 1
         self.messages.append(msg)
         new, info = [], {"turn": self.turn}
-        if problem:
+        if t.problems:
+            problem = "; ".join(t.problems)
             info['error'] = problem
             self.problems.append({"turn": self.turn, "error": problem})
             self.ws.log.append({"service": None, "tool": None, "args": None, "status": 400,
                                 "result": {"error": f"malformed assistant message: {problem}"}, "turn": self.turn})
         if msg.tool_calls:
-            for c in msg.tool_calls: new.append(self._dispatch(c))
+            for c, p in zip(msg.tool_calls, t.call_problems): new.append(self._reject(c, p) if p else self._dispatch(c))
             self.messages.extend(new)
             if self.turn >= self.max_turns: self._end('max_turns')
         elif self.user is not None and self.turn < self.max_turns:
             self.tracker.update(self.evidence())  # follow-ups may depend on checks satisfied this turn
             r = self.user.reply(msg.content or "", self)
-            if r.done: self._end('user_done')
+            if getattr(r, 'error', None):
+                self.errors.append({"turn": self.turn, "source": "user", "error": r.error})
+                info['user_error'] = r.error
+                self._end('user_error')
+            elif r.done: self._end('user_done')
             else:
                 self.user_rounds += 1
-                um = Message(role='user', content=r.text)
+                um = Message(role='user', content=clean_text(r.text))
                 new.append(um); self.messages.append(um)
-            info['user'] = r.text
+            if not getattr(r, 'error', None): info['user'] = r.text
         else: self._end('max_turns' if self.turn >= self.max_turns else 'agent_done')
         info['events'] = [e.model_dump() for e in self.tracker.update(self.evidence())]
+        if self.done: info['end_reason'] = self.end_reason
+        return StepResult(new, self.done, info)
+
+    def _services_of(self, calls:list) -> set[str]:
+        "The services the tool calls of a turn can reach."
+        out = set()
+        for c in calls:
+            target = self.ws.aliases.get(c.name, c.name)
+            if target in self.ws.routes: out.add(self.ws.routes[target][0])
+        return out
+
+    def _checkpoint(self, services:set) -> dict:
+        "What a turn can change, cheaply: list lengths, counters, copies of the records of the services it reaches."
+        svcs = {n: (clone(self.ws.services[n].data), len(self.ws.services[n].calls),
+                    {k: len(v) for k, v in self.ws.services[n].mutations.items()}) for n in services}
+        user = _copy_state(self.user) if self.user is not None else None
+        return dict(n_msgs=len(self.messages), n_disp=len(self.dispatches), n_probs=len(self.problems), n_log=len(self.ws.log),
+                    n_errors=len(self.errors), turn=self.turn, user_rounds=self.user_rounds, done=self.done,
+                    end_reason=self.end_reason, ok_tools=set(self._ok_tools), rng=self.rng.getstate(), ticks=self.ws.clock.ticks,
+                    services=svcs, user=user, checks=dict(self.tracker.state), n_events=len(self.tracker.events))
+
+    def _restore(self, cp:dict):
+        "Undo a partly applied turn."
+        del self.messages[cp['n_msgs']:], self.dispatches[cp['n_disp']:], self.problems[cp['n_probs']:]
+        del self.ws.log[cp['n_log']:], self.errors[cp['n_errors']:], self.tracker.events[cp['n_events']:]
+        self.turn, self.user_rounds, self.done, self.end_reason = cp['turn'], cp['user_rounds'], cp['done'], cp['end_reason']
+        self._ok_tools, self.tracker.state = cp['ok_tools'], cp['checks']
+        self.rng.setstate(cp['rng']); self.ws.clock.ticks = cp['ticks']
+        for n, (data, n_calls, n_mut) in (cp['services'] or {}).items():
+            s = self.ws.services[n]
+            s.data = data; del s.calls[n_calls:]
+            for k, m in n_mut.items(): del s.mutations[k][m:]
+        if cp['user'] is not None:
+            for k, v in cp['user'].items(): setattr(self.user, k, v)
+
+    def _failed_turn(self, t:Turn, e:Exception) -> StepResult:
+        "Record a turn the environment could not run: the message, an error result per call, no other effect."
+        reason = cap_text(redact(f"{type(e).__name__}: {e}"), 500)
+        self.turn += 1
+        self.messages.append(t.message)
+        new = []
+        for c in t.message.tool_calls:
+            body = {"error": f"the environment could not run this turn ({reason}); nothing was applied"}
+            self.dispatches.append(ToolDispatch(turn=self.turn, tool_call_id=c.id, tool=c.name, arguments=c.arguments,
+                                                status=500, body=body))
+            new.append(Message(role='tool', tool_call_id=c.id, name=c.name, content=f"Error: {body['error']}"))
+        self.messages.extend(new)
+        self.problems.append({"turn": self.turn, "error": f"turn not applied: {reason}"})
+        self.errors.append({"turn": self.turn, "source": "env", "error": reason})
+        if self.turn >= self.max_turns: self._end('max_turns')
+        info = {"turn": self.turn, "error": f"turn not applied: {reason}", "events": []}
         if self.done: info['end_reason'] = self.end_reason
         return StepResult(new, self.done, info)
 
@@ -279,9 +418,15 @@ class CoworkEnv:
         if not self._started: raise EnvError("call reset() and run an episode before grade()")
         return grade_evidence(self.spec, self.evidence(live=False), events=self.tracker.events, judge=self.judge)
 
+    @property
+    def errored(self) -> bool:
+        "Did a part of the environment fail during this episode (the user simulator, a turn)? See `trajectory().info['errors']`."
+        return bool(getattr(self, 'errors', None))
+
     def trajectory(self, agent:str="", model:str="") -> Trajectory:
         "Everything this episode produced (deterministic unless `record_timings`)."
         info = {"revealed": dict(getattr(self.user, 'revealed', {}) or {}), "problems": self.problems}
+        if self.errors: info['errors'], info['errored'] = list(self.errors), True
         if self.notes: info['notes'] = list(self.notes)
         return Trajectory(spec_id=self.spec.id, agent=agent, model=model, seed=self.seed, messages=list(self.messages),
                           tools=list(self.tools), dispatches=list(self.dispatches), audit=self.ws.audit(),

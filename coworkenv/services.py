@@ -4,18 +4,18 @@
 
 # %% ../nbs/01_services.ipynb #8d4a6e0f
 from __future__ import annotations
-import copy, inspect, json, re
+import copy, inspect, json, math, re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, ClassVar, Literal, Optional, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Callable, ClassVar, Literal, Optional, get_args, get_origin, get_type_hints
 
 # %% auto #0
-__all__ = ['SERVICES', 'clone', 'parse_iso', 'Clock', 'tool', 'ToolError', 'ToolResult', 'ToolDef', 'register_service',
-           'ServiceError', 'Service']
+__all__ = ['DESTRUCTIVE', 'EFFECTS', 'MAX_NUMBER', 'SERVICES', 'clone', 'parse_iso', 'Clock', 'tool', 'ToolError', 'ToolResult',
+           'ToolDef', 'register_service', 'ServiceError', 'Service']
 
 # %% ../nbs/01_services.ipynb #7dab9384
 from fastcore.docments import docments
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, create_model
 from .core import ToolSpec
 
 # %% ../nbs/01_services.ipynb #81adb340
@@ -53,12 +53,20 @@ class Clock:
     def today(self) -> str: return self.now().astimezone(timezone.utc).strftime('%Y-%m-%d')
 
 # %% ../nbs/01_services.ipynb #d291e53a
+DESTRUCTIVE = frozenset({'delete', 'disable', 'reject', 'approve', 'pay', 'order', 'send', 'share', 'close',
+                         'archive', 'revoke'})
+EFFECTS = frozenset({'read', 'write'}) | DESTRUCTIVE
+
 def tool(endpoint:str, # route path, e.g. `/gmail/messages` (recorded in the audit, used by the HTTP adapter)
          aliases:tuple=(), # other tool names served by the same handler
+         effect:str|Callable|None=None, # 'read', 'write' or a `DESTRUCTIVE` verb, or a function of the argument dict returning one (None: undeclared, graded as 'write')
+         target:tuple=(), # the arguments naming what a destructive effect hits (record ids, recipients)
         ):
-    "Decorator: mark a `Service` method as a tool served at `endpoint`."
+    "Decorator: mark a `Service` method as a tool served at `endpoint`, with its effect."
+    if isinstance(effect, str) and effect not in EFFECTS:
+        raise ValueError(f"@tool({endpoint!r}): unknown effect {effect!r}; use one of {sorted(EFFECTS)}")
     def deco(f):
-        f.__tool__ = dict(endpoint=endpoint, aliases=tuple(aliases))
+        f.__tool__ = dict(endpoint=endpoint, aliases=tuple(aliases), effect=effect, target=tuple(target))
         return f
     return deco
 
@@ -101,15 +109,42 @@ def _json_schema_for(ann) -> dict:
         return _json_schema_for(args[0])
     return {"type": _JSON_TYPES.get(ann, 'string')}
 
+MAX_NUMBER = 1e12
+_NONNEG = re.compile(r'(amount|total|quantity|qty|price|cost|budget)', re.I)
+
+def _number_guard(nonneg:bool) -> Callable:
+    "A validator rejecting NaN, infinities, numbers larger than `MAX_NUMBER` and (if `nonneg`) negatives, in lists too."
+    def check(v):
+        if isinstance(v, (list, tuple)):
+            for x in v: check(x)
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            if isinstance(v, float) and not math.isfinite(v): raise ValueError("must be a finite number")
+            if abs(v) > MAX_NUMBER: raise ValueError(f"must be at most {MAX_NUMBER:g} in size")
+            if nonneg and v < 0: raise ValueError("must be >= 0")
+        return v
+    return check
+
+def _has_number(ann) -> bool:
+    return ann in (int, float) or any(_has_number(a) for a in get_args(ann))
+
 @dataclass
 class ToolDef:
-    "A tool of a service class: its name, endpoint, handler name, argument models and schema."
+    "A tool of a service class: its name, endpoint, handler name, argument models, schema and effect."
     name: str
     endpoint: str
     method: str
     spec: ToolSpec
     forbid: type[BaseModel]
     ignore: type[BaseModel]
+    effect: Any = None  # 'read' | 'write' | a DESTRUCTIVE verb | a function of the argument dict | None (undeclared)
+    target: tuple = ()  # arguments naming what a destructive effect hits
+    def effect_of(self, args:Any) -> str:
+        "The effect of a call with these arguments ('write' when undeclared or unknown)."
+        e = self.effect
+        if callable(e):
+            try: e = e(args if isinstance(args, dict) else {})
+            except Exception: e = 'write'
+        return e if e in EFFECTS else 'write'
 
 def _tool_defs(cls) -> dict[str, ToolDef]:
     "Build the `ToolDef`s of a service class from its `@tool` methods."
@@ -123,6 +158,10 @@ def _tool_defs(cls) -> dict[str, ToolDef]:
         for pname, prm in list(inspect.signature(f).parameters.items())[1:]:
             ann = hints.get(pname, Any)
             sch = _json_schema_for(ann)
+            if _has_number(ann):
+                nonneg = bool(_NONNEG.search(pname))
+                if nonneg: (sch.setdefault('items', {}) if sch.get('type') == 'array' else sch)['minimum'] = 0
+                ann = Annotated[ann, AfterValidator(_number_guard(nonneg))]
             if docs.get(pname): sch['description'] = docs[pname]
             if prm.default is inspect.Parameter.empty:
                 required.append(pname); fields[pname] = (ann, ...)
@@ -136,7 +175,7 @@ def _tool_defs(cls) -> dict[str, ToolDef]:
                   for m in ('forbid', 'ignore')}
         for name in (mname, *meta['aliases']):
             defs[name] = ToolDef(name, meta['endpoint'], mname, ToolSpec(name=name, description=desc, parameters=params),
-                                 models['forbid'], models['ignore'])
+                                 models['forbid'], models['ignore'], meta.get('effect'), meta.get('target', ()))
     return defs
 
 # %% ../nbs/01_services.ipynb #713f53f5
@@ -157,6 +196,9 @@ class Service:
     name: ClassVar[str] = ""
     collections: ClassVar[dict[str, str]] = {}
     mutation_keys: ClassVar[tuple[str, ...]] = ()
+    free_fields: ClassVar[dict[str, tuple]] = {}  # collection or mutation list -> fields whose value is free (timestamps, free text)
+    volatile_fields: ClassVar[dict[str, tuple]] = {}  # collection -> fields never compared (read flags set by reads)
+    effect_logs: ClassVar[tuple[str, ...]] = ()  # mutation lists recording effects not visible in the records (sent, notified, ordered)
     _defs_cache: ClassVar[dict] = {}
 
     def __init__(self, records=None, # list (main collection) or dict of collections

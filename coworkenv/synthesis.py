@@ -4,7 +4,7 @@
 
 # %% ../nbs/06_synthesis.ipynb #63ae5df5
 from __future__ import annotations
-import hashlib, json, os, re, threading, types, typing
+import contextlib, hashlib, json, os, re, shutil, sys, threading, types, typing, warnings
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -13,15 +13,19 @@ from types import SimpleNamespace as NS
 from typing import Any, Iterable, Literal, Optional, Sequence, Union
 
 # %% auto #0
-__all__ = ['SYSTEM_PROMPT', 'GenerationError', 'slot_id', 'Slot', 'resolve_families', 'family_names', 'make_slots',
-           'derived_seed', 'as_family', 'ProceduralGenerator', 'describe_services', 'describe_checks', 'trim_spec',
-           'balanced_blocks', 'extract_json', 'ReplayError', 'LLMGenerator', 'synthesis_messages', 'ReplayedAPIError',
-           'RecordingClient', 'ReplayClient', 'fingerprint', 'near_duplicate_rate', 'read_manifest', 'synthesize',
-           'count_records', 'synthesis_stats', 'make_generator', 'add_synth_args', 'cmd_synth']
+__all__ = ['RAW_CAP', 'SYSTEM_PROMPT', 'CASSETTE_CAP', 'TMP_GLOB', 'DIVERSITY_TARGET', 'PARAPHRASE_PROMPT', 'GenerationError',
+           'slot_id', 'Slot', 'resolve_families', 'family_names', 'make_slots', 'derived_seed', 'as_family',
+           'ProceduralGenerator', 'describe_services', 'describe_checks', 'trim_spec', 'balanced_blocks',
+           'extract_json', 'ReplayError', 'LLMGenerator', 'synthesis_messages', 'reply_text', 'ReplayedAPIError',
+           'RecordingClient', 'ReplayClient', 'fingerprint', 'near_duplicate_rate', 'read_manifest', 'clean_tmp',
+           'SynthesisLocked', 'folder_lock', 'synthesize', 'count_records', 'synthesis_stats', 'request_template',
+           'request_diversity', 'cited_phrases', 'paraphrase_problem', 'paraphrase_requests', 'make_generator',
+           'add_synth_args', 'paraphrase_folder', 'cmd_synth']
 
 # %% ../nbs/06_synthesis.ipynb #d522d192
 from fastcore.basics import patch
 from pydantic import BaseModel, ValidationError
+from .llm import LLMError, LLMPolicy, cap_text, default_policy, has_secret, openai_client, redact, redact_data
 from .core import CHECK_PARAMS, SpecError, TaskSpec, load_spec, save_spec, spec_error_from
 from .services import SERVICES
 from .workflows import CAPABILITIES, DIFFICULTIES, FAMILIES, GenContext, WorkflowFamily, get_family
@@ -29,16 +33,20 @@ import coworkenv.workspace  # registers every service
 import coworkenv.families_finance_ops, coworkenv.families_people_comms  # register the workflow families
 
 # %% ../nbs/06_synthesis.ipynb #2f2c1e13
+RAW_CAP = 20_000  # characters of a model's raw output kept in an error
+
 class GenerationError(ValueError):
     "A generator's output could not become a TaskSpec: `raw` output, `(path, message)` `problems`, and the slot."
     def __init__(self, message:str, raw:str|None=None, problems:Iterable=(), family:str|None=None,
                  seed:int|None=None, difficulty:str|None=None):
-        self.message, self.raw, self.problems = message, raw, [tuple(p) for p in problems]
+        self.message = redact(message)
+        self.raw = None if raw is None else cap_text(redact(raw), RAW_CAP)  # stored in error files: no secrets, bounded
+        self.problems = [tuple(cap_text(redact(v), 2000) if isinstance(v, str) else v for v in x) for x in problems]
         self.family, self.seed, self.difficulty = family, seed, difficulty
         where = f"{family}-{difficulty}-{seed:05d}: " if family is not None and seed is not None else ""
         lines = "".join(f"\n  {p or '<root>'}: {m}" for p, m in self.problems[:20])
         more = f"\n  ... and {len(self.problems) - 20} more" if len(self.problems) > 20 else ""
-        super().__init__(f"{where}{message}{lines}{more}")
+        super().__init__(f"{where}{self.message}{lines}{more}")
     def __reduce__(self):
         return (type(self), (self.message, self.raw, self.problems, self.family, self.seed, self.difficulty))
     def feedback(self) -> str:
@@ -283,8 +291,8 @@ class LLMGenerator:
                  temperature:float=0.7, max_tokens:int=4096,
                  structured:str='auto', # 'auto' | 'json_schema' | 'none'
                  example_family:WorkflowFamily|str|None=None, # family whose procedural spec is the prompt's example (default: the same family)
-                 timeout:float=300, # seconds per request (for a client built here)
-                 max_retries:int=2, # client retries on 5xx/connection errors (for a client built here)
+                 timeout:float|None=None, # seconds per request for a client built here (None: the shared `default_policy()`)
+                 max_retries:int|None=None, # client retries on 429/5xx/connection errors (None: the shared policy)
                  extra_body:dict|None=None, # passed to the server as is (e.g. {"seed": 0} for vLLM / transformers serve)
                 ):
         if structured is True: structured = 'json_schema'
@@ -300,10 +308,15 @@ class LLMGenerator:
         self._client = client if client is not None else self._make_client(api_key)
         if self.base_url is None and client is not None: self.base_url = str(getattr(client, 'base_url', '') or '') or None
 
+    def policy(self) -> LLMPolicy:
+        "The timeout/retry policy of a client built here: the shared default with this generator's overrides."
+        p = default_policy()
+        over = {k: v for k, v in dict(timeout=self.timeout, max_retries=self.max_retries).items() if v is not None}
+        return LLMPolicy(**{**p.model_dump(), **over}) if over else p
+
     def _make_client(self, api_key=None):
-        import openai
         key = api_key or os.environ.get('COWORKENV_SYNTH_API_KEY') or os.environ.get('OPENAI_API_KEY') or "EMPTY"
-        return openai.OpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout, max_retries=self.max_retries)
+        return openai_client(self.base_url, key, self.policy())
 
     # no client (and with it no key) in a pickle; the copy builds its client from the environment
     def __getstate__(self): return {**self.__dict__, '_client': None}
@@ -365,6 +378,21 @@ def _request(self:LLMGenerator, messages:list[dict]) -> tuple[Any, bool]:
         return resp, False
     return create(**kw), False
 
+def reply_text(resp, family:str|None=None, seed:int|None=None, difficulty:str|None=None) -> tuple[str, Any]:
+    "`(text, finish_reason)` of a chat completion; `GenerationError` when there is no choice or its content is not text."
+    slot = dict(family=family, seed=seed, difficulty=difficulty)
+    try:
+        choice = resp.choices[0]
+        text, finish = choice.message.content, getattr(choice, 'finish_reason', None)
+    except Exception as e:
+        raise GenerationError("the server's reply has no message", cap_text(repr(resp), 2000),
+                              [("choices", f"{type(e).__name__}: {e}")], **slot) from None
+    if text is None: text = ""
+    if not isinstance(text, str):
+        raise GenerationError("the server's reply content is not text", cap_text(repr(text), 2000),
+                              [("choices[0].message.content", f"expected a string, got {type(text).__name__}")], **slot)
+    return text, finish
+
 @patch
 def generate(self:LLMGenerator, family:WorkflowFamily|str, # the family (or its name)
              seed:int, # the slot's seed
@@ -382,21 +410,22 @@ def generate(self:LLMGenerator, family:WorkflowFamily|str, # the family (or its 
     except Exception as e:
         raise GenerationError(f"the request to {self.base_url or 'the server'} failed", None,
                               [("request", f"{type(e).__name__}: {e}"[:500])], **slot) from e
-    try:
-        choice = resp.choices[0]
-        text, finish = choice.message.content, getattr(choice, 'finish_reason', None)
-    except Exception as e:
-        raise GenerationError("the server's reply has no message", None, [("request", f"{type(e).__name__}: {e}")], **slot) from e
+    text, finish = reply_text(resp, **slot)
     try: doc = extract_json(text)
     except GenerationError as e:
         probs = e.problems + ([("", f"the output was cut at max_tokens={self.max_tokens}")] if finish == 'length' else [])
         raise GenerationError(e.message, text, probs, **slot) from None
+    except (RecursionError, MemoryError, ValueError) as e:  # e.g. a degenerate, deeply nested "JSON"
+        raise GenerationError("could not read a JSON object from the model's output", text,
+                              [("", f"{type(e).__name__}: {e}")], **slot) from None
     meta = doc.get('meta') if isinstance(doc.get('meta'), dict) else {}
     meta = {**meta, 'generator': 'llm', 'model': self.model, 'seed': seed, 'structured': structured, 'finish_reason': finish}
     if round: meta['repair_round'] = round
-    doc = {**doc, 'id': slot_id(fam.name, seed, difficulty), 'workflow': fam.name, 'difficulty': difficulty, 'meta': meta}
+    doc = {**redact_data(doc), 'id': slot_id(fam.name, seed, difficulty), 'workflow': fam.name, 'difficulty': difficulty, 'meta': meta}
     try: return load_spec(doc)
     except SpecError as e: raise GenerationError("the output is not a valid TaskSpec", text, e.problems, **slot) from None
+    except Exception as e:  # anything else a hostile document triggers is still a bad generation, not a crash
+        raise GenerationError("the output is not a valid TaskSpec", text, [("", f"{type(e).__name__}: {e}")], **slot) from None
 
 # %% ../nbs/06_synthesis.ipynb #03570bd6
 class ReplayedAPIError(RuntimeError):
@@ -417,6 +446,8 @@ def _response(content, finish_reason, model=None):
 class _Chat:
     def __init__(self, create): self.completions = NS(create=create)
 
+CASSETTE_CAP = 50_000  # characters of one recorded reply (a 4096-token spec is ~16k)
+
 class RecordingClient:
     "Wraps a chat client and appends every exchange (no key, no headers) to the JSONL cassette at `path`."
     def __init__(self, inner, path):
@@ -427,16 +458,21 @@ class RecordingClient:
     @property
     def models(self): return self.inner.models
     def _append(self, rec:dict):
-        with self._lock, open(self.path, 'a', encoding='utf-8') as f:
-            f.write(json.dumps(rec, ensure_ascii=False, sort_keys=True) + "\n")
+        line = json.dumps(redact_data(rec), ensure_ascii=False, sort_keys=True) + "\n"  # no secret reaches a cassette
+        with self._lock, open(self.path, 'a', encoding='utf-8') as f: f.write(line)
     def _create(self, **kw):
         req = _req_record(kw)
         try: resp = self.inner.chat.completions.create(**kw)
         except Exception as e:
             self._append({"request": req, "error": {"type": type(e).__name__, "status": _status(e), "message": str(e)[:2000]}})
             raise
-        ch = resp.choices[0]
-        self._append({"request": req, "response": {"content": ch.message.content, "finish_reason": getattr(ch, 'finish_reason', None)}})
+        try:
+            ch = resp.choices[0]
+            content, finish = ch.message.content, getattr(ch, 'finish_reason', None)
+        except Exception as e: content, finish = None, f"unreadable reply: {type(e).__name__}"
+        if isinstance(content, str): content = cap_text(content, CASSETTE_CAP)
+        elif content is not None: content = cap_text(repr(content), CASSETTE_CAP)
+        self._append({"request": req, "response": {"content": content, "finish_reason": finish}})
         return resp
     def __getstate__(self): raise TypeError("a RecordingClient wraps a live client and is not picklable")
 
@@ -472,7 +508,7 @@ class ReplayClient:
                 raise ReplayError(f"cassette {self.path} has {len(self.exchanges)} exchange(s); request {i + 1} was not recorded")
             self.position += 1
         rec = self.exchanges[i]
-        if self.strict and (d := self._diff(rec['request'], _req_record(kw))):
+        if self.strict and (d := self._diff(rec['request'], redact_data(_req_record(kw)))):
             raise ReplayError(f"request {i + 1} differs from the one recorded in {self.path}: {d}")
         if 'error' in rec:
             e = rec['error']
@@ -497,28 +533,56 @@ def near_duplicate_rate(specs:Iterable[TaskSpec]) -> float:
 
 # %% ../nbs/06_synthesis.ipynb #9fc0a2b8
 def read_manifest(out_dir) -> dict[str, dict]:
-    "The latest manifest entry of each slot id in `out_dir/manifest.jsonl` (torn or invalid lines skipped)."
+    "The latest manifest entry of each slot id in `out_dir/manifest.jsonl`; torn, undecodable or invalid lines are skipped with a warning."
     p = Path(out_dir)/"manifest.jsonl"
-    out = {}
+    out, bad = {}, []
     if not p.is_file(): return out
-    for line in p.read_text(encoding='utf-8').splitlines():
-        try: d = json.loads(line)
-        except json.JSONDecodeError: continue
-        if isinstance(d, dict) and 'id' in d: out[d['id']] = d
+    for i, line in enumerate(p.read_bytes().split(b"\n"), 1):
+        if not line.strip(): continue
+        try: d = json.loads(line.decode('utf-8'))
+        except (UnicodeDecodeError, ValueError, RecursionError): bad.append(i); continue
+        if isinstance(d, dict) and isinstance(d.get('id'), str): out[d['id']] = d
+        else: bad.append(i)
+    if bad: warnings.warn(f"{p}: skipped {len(bad)} unreadable line(s) (line {', '.join(map(str, bad[:10]))}"
+                          f"{', ...' if len(bad) > 10 else ''}); their slots are generated again", stacklevel=2)
     return out
+
+TMP_GLOB = ".*.tmp*"  # what `_atomic_write` leaves behind when a process dies between write and rename
 
 def _atomic_write(path:Path, text:str):
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     tmp.write_text(text, encoding='utf-8'); os.replace(tmp, path)
 
+def clean_tmp(out_dir) -> int:
+    "Remove the temporary files a killed run left in `out_dir` (and its specs/, errors/); returns how many."
+    n = 0
+    for d in (Path(out_dir), Path(out_dir)/"specs", Path(out_dir)/"errors"):
+        if not d.is_dir(): continue
+        for t in d.glob(TMP_GLOB):
+            if t.is_dir() and not t.is_symlink(): shutil.rmtree(t, ignore_errors=True); n += 1
+            else: t.unlink(missing_ok=True); n += 1
+    return n
+
+def _readable(line:bytes) -> bool:
+    try: d = json.loads(line.decode('utf-8'))
+    except (UnicodeDecodeError, ValueError, RecursionError): return False
+    return isinstance(d, dict) and isinstance(d.get('id'), str)
+
 class _Manifest:
+    "The run's manifest, opened by the run that holds the folder lock: unreadable lines (a killed writer) are moved aside."
     def __init__(self, out_dir:Path):
         self.path = out_dir/"manifest.jsonl"
-        if self.path.is_file() and self.path.stat().st_size:
-            with open(self.path, 'rb') as f:
-                f.seek(-1, 2)
-                if f.read(1) != b"\n":  # a torn last line: start a fresh line
-                    with open(self.path, 'a', encoding='utf-8') as g: g.write("\n")
+        if not (self.path.is_file() and self.path.stat().st_size): return
+        lines = [l for l in self.path.read_bytes().split(b"\n") if l.strip()]
+        bad = [l for l in lines if not _readable(l)]
+        if bad:
+            with open(self.path.with_name(self.path.name + ".corrupt"), 'ab') as f: f.write(b"\n".join(bad) + b"\n")
+            tmp = self.path.with_name(f".{self.path.name}.tmp{os.getpid()}")
+            tmp.write_bytes(b"".join(l + b"\n" for l in lines if _readable(l))); os.replace(tmp, self.path)
+            warnings.warn(f"{self.path}: moved {len(bad)} unreadable line(s) to {self.path.name}.corrupt; "
+                          "their slots are generated again", stacklevel=3)
+        elif not self.path.read_bytes().endswith(b"\n"):
+            with open(self.path, 'ab') as g: g.write(b"\n")
     def append(self, rec:dict):
         with open(self.path, 'a', encoding='utf-8') as f:
             f.write(json.dumps(rec, ensure_ascii=False) + "\n"); f.flush(); os.fsync(f.fileno())
@@ -528,6 +592,31 @@ def _load_done(out_dir:Path, sid:str, entry:dict|None) -> TaskSpec|None:
     p = out_dir/"specs"/f"{sid}.json"
     try: return load_spec(p) if p.is_file() else None
     except (SpecError, OSError): return None
+
+# %% ../nbs/06_synthesis.ipynb #79a24de7
+class SynthesisLocked(RuntimeError):
+    "Another run holds the output folder's lock."
+
+@contextlib.contextmanager
+def folder_lock(out_dir, # the run's output folder
+                wait:bool=False, # block until the other run ends instead of failing
+               ):
+    "Hold an exclusive lock on `out_dir/.lock` for the block; `SynthesisLocked` when another process holds it."
+    try: import fcntl
+    except ImportError: yield; return  # no flock on this platform: unlocked, as before
+    p = Path(out_dir)/".lock"
+    f = open(p, 'a+', encoding='utf-8', errors='replace')
+    try:
+        try: fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            f.seek(0); holder = f.read().strip() or "?"
+            raise SynthesisLocked(f"{out_dir} is being written by another run (pid {holder}); wait for it to finish "
+                                  "or use another output folder") from None
+        except OSError as e:  # a file system without locks (some network mounts)
+            warnings.warn(f"cannot lock {p} ({e}); running without a lock", stacklevel=3)
+        else: f.seek(0); f.truncate(); f.write(str(os.getpid())); f.flush()
+        yield
+    finally: f.close()  # closing releases the lock
 
 # %% ../nbs/06_synthesis.ipynb #6957bc32
 def _fill(generator, fam:WorkflowFamily, slot:Slot):
@@ -540,8 +629,13 @@ def _fill(generator, fam:WorkflowFamily, slot:Slot):
     except Exception as e: return None, e
 
 def _error_record(e:Exception) -> dict:
-    return dict(error=f"{type(e).__name__}: {getattr(e, 'message', None) or e}"[:1000],
-                problems=[list(p) for p in getattr(e, 'problems', [])][:50])
+    "What the manifest and the error file say about a failed slot: redacted and bounded."
+    return redact_data(dict(error=cap_text(f"{type(e).__name__}: {getattr(e, 'message', None) or e}", 1000),
+                            problems=[list(p) for p in getattr(e, 'problems', [])][:50]))
+
+def _raw(e:Exception) -> str|None:
+    raw = getattr(e, 'raw', None)
+    return None if raw is None else cap_text(redact(raw), RAW_CAP)
 
 def synthesize(families=None, # family names / `WorkflowFamily`s (None: all registered)
                n:int=100, # number of slots (specs) in total
@@ -553,14 +647,22 @@ def synthesize(families=None, # family names / `WorkflowFamily`s (None: all regi
                workers:int=1, # concurrent generations (useful with an LLM server)
               ) -> list[TaskSpec]:
     "Fill `n` slots with `generator`; returns the specs of the `ok` slots in slot order. Resumable with `out_dir`."
-    from tqdm.auto import tqdm
     generator = generator or ProceduralGenerator()
     fams = resolve_families(families)
     slots = make_slots(list(fams.values()), n, seed, difficulty)
     out = Path(out_dir) if out_dir is not None else None
+    if out is None: return _fill_slots(generator, fams, slots, None, progress, workers)
+    if out.exists() and not out.is_dir(): raise NotADirectoryError(f"output folder {out} is a file")
+    (out/"specs").mkdir(parents=True, exist_ok=True)
+    with folder_lock(out):
+        clean_tmp(out)
+        return _fill_slots(generator, fams, slots, out, progress, workers)
+
+def _fill_slots(generator, fams:dict, slots:list[Slot], out:Path|None, progress:bool, workers:int) -> list[TaskSpec]:
+    "The body of `synthesize` (the lock is held when `out` is given)."
+    from tqdm.auto import tqdm
     done: dict[int, TaskSpec] = {}
     if out is not None:
-        (out/"specs").mkdir(parents=True, exist_ok=True)
         manifest, entries = _Manifest(out), read_manifest(out)
         for s in slots:
             spec = _load_done(out, s.id, entries.get(s.id))
@@ -584,7 +686,7 @@ def synthesize(families=None, # family names / `WorkflowFamily`s (None: all regi
                 if out is not None:
                     (out/"errors").mkdir(exist_ok=True)
                     _atomic_write(out/"errors"/f"{slot.id}.json", json.dumps(
-                        {**rec, **_error_record(err), 'raw': getattr(err, 'raw', None)}, indent=1, ensure_ascii=False) + "\n")
+                        {**rec, **_error_record(err), 'raw': _raw(err)}, indent=1, ensure_ascii=False) + "\n")
                     manifest.append({**rec, 'status': 'error', **_error_record(err)})
             bar.update(1); bar.set_postfix(errors=nerr, refresh=False)
     finally:
@@ -609,6 +711,116 @@ def synthesis_stats(specs:Sequence[TaskSpec]):
                              records_min=g.records.min(), records_max=g.records.max(), steps_mean=g.steps.mean().round(1),
                              checks_mean=g.checks.mean().round(1), near_dup_rate=g.fp.agg(lambda x: 1 - x.nunique() / len(x)).round(3)))
 
+# %% ../nbs/06_synthesis.ipynb #16884f3d
+DIVERSITY_TARGET = 12  # distinct request templates per family
+
+_MASKS = [(re.compile(p, re.I if i else 0), tok) for i, (p, tok) in enumerate([
+    (r"(?<=[.!?]\s)(?!I\b)|(?<=[a-z,;:]\s)(?:[A-Z][a-z]+(?:[ -][A-Z][a-z]+)*)", None),  # placeholder, replaced below
+    (r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+", "<email>"),
+    (r"\bhttps?://\S+|\b(?:[a-z0-9-]+\.)+(?:com|org|net|io|co|example)\b\S*", "<url>"),
+    (r"\b\d{4}-\d{2}-\d{2}(?:[t ]\d{2}:\d{2}(?::\d{2})?z?)?\b", "<date>"),
+    (r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b", "<date>"),
+    (r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.? \d{1,2}(?:st|nd|rd|th)?\b|\b\d{1,2}(?:st|nd|rd|th)? (?:of )?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b", "<date>"),
+    (r"\b\d{1,2}(?::\d{2})? ?(?:am|pm)\b|\b\d{1,2}:\d{2}\b", "<time>"),
+    (r"[$€£]\s?\d[\d,]*(?:\.\d+)?(?:\s?[km]\b)?|\b\d[\d,]*(?:\.\d+)?\s?(?:usd|eur|gbp|dollars|euros)\b", "<amount>"),
+    (r"\b[a-z]*[-_]?\d[\w-]*\b", "<id>"),
+])][1:]
+_NAME = re.compile(r"(?<=[\w,;:)] )[A-Z][\w'&.-]*(?:[ -](?:[A-Z][\w'&.-]*|of|and|&))*")
+_SLOTS = re.compile(r"<(\w+)>(?:\W*<\1>)+")
+
+def _values(x) -> Iterable[str]:
+    "Every string (and number) inside a JSON-like value."
+    if isinstance(x, dict):
+        for v in x.values(): yield from _values(v)
+    elif isinstance(x, (list, tuple)):
+        for v in x: yield from _values(v)
+    elif isinstance(x, str): yield x
+    elif isinstance(x, (int, float)) and not isinstance(x, bool): yield str(x)
+
+def request_template(spec:TaskSpec) -> str:
+    "The spec's request with its variable parts masked (record values, e-mails, URLs, dates, amounts, ids, numbers, names)."
+    text = spec.request
+    vals = set(_values(spec.model_dump(mode='json').get('services', {})))
+    vals |= {f.value for f in spec.user.facts if isinstance(f.value, str)}
+    vals |= {w for v in list(vals) for w in re.findall(r"\b[A-Z][a-z]{2,}\b", v)}  # first and last names of people
+    vals = {v for v in vals if 3 <= len(v) <= 200 and (not v.isalpha() or not v.islower())}  # not plain words ('open')
+    for v in sorted(vals, key=len, reverse=True):
+        if v.lower() in text.lower(): text = re.sub(re.escape(v), "<v>", text, flags=re.I)
+    for rx, tok in _MASKS: text = rx.sub(tok, text)
+    text = _NAME.sub("<name>", text)
+    text = _SLOTS.sub(lambda m: f"<{m.group(1)}>", text)
+    return re.sub(r"\s+", " ", text).strip().lower()
+
+def request_diversity(specs:Sequence[TaskSpec], # specs (of one or more families)
+                      target:int=DIVERSITY_TARGET, # templates a family should have
+                     ):
+    "Per family: specs, distinct request texts, distinct request templates (`request_template`), and whether the target is met."
+    import pandas as pd
+    rows = [dict(family=s.workflow, request=s.request, template=request_template(s)) for s in specs]
+    df = pd.DataFrame(rows, columns=['family', 'request', 'template'])
+    g = df.groupby('family', sort=True)
+    out = pd.DataFrame(dict(specs=g.size(), distinct_requests=g.request.nunique(), templates=g.template.nunique()))
+    out['meets_target'] = out.templates >= target
+    return out
+
+# %% ../nbs/06_synthesis.ipynb #93a31494
+PARAPHRASE_PROMPT = """Rewrite this request from a busy colleague in different words: a different sentence structure and
+tone, same meaning, same details. Keep each of these phrases exactly as written (same words, same order): {phrases}.
+Keep every name, id, e-mail address, date and amount. Reply with the rewritten request only.
+
+Request: {request}"""
+
+def cited_phrases(spec:TaskSpec) -> list[str]:
+    "The phrases the spec's checks cite from the request (`source: 'request: <phrase>'`)."
+    out = []
+    for c in spec.checks:
+        src = getattr(c, 'source', '') or ''
+        if src.lower().startswith('request:'):
+            p = src.split(':', 1)[1].strip()
+            if p and p not in out: out.append(p)
+    return out
+
+_LITERALS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|[$€£]?\b[A-Za-z]*[-_]?\d[\w,.:/-]*")  # e-mails, ids, amounts, dates
+
+def paraphrase_problem(spec:TaskSpec, text:str) -> str|None:
+    "Why `text` cannot replace the spec's request (a cited phrase or literal lost), or None when it can."
+    if not isinstance(text, str) or not text.strip(): return "empty paraphrase"
+    if len(text) > 3 * len(spec.request) + 200: return f"too long ({len(text)} characters)"
+    if has_secret(text): return "contains a secret"
+    low = text.lower()
+    for p in cited_phrases(spec):
+        if p.lower() not in low: return f"drops the cited phrase {p!r}"
+    for lit in _LITERALS.findall(spec.request):
+        lit = lit.rstrip('.,:')
+        if lit and lit.lower() not in low: return f"drops {lit!r}"
+    if text.strip().lower() == spec.request.strip().lower(): return "unchanged"
+    return None
+
+def paraphrase_requests(specs:Sequence[TaskSpec], # specs whose requests to rewrite
+                        client, # an OpenAI-compatible client (`coworkenv.llm.openai_client(...)`, a fake, a ReplayClient)
+                        model:str|None=None, # model id (default: the client's first model)
+                        temperature:float=0.9,
+                       ) -> list[TaskSpec]:
+    "Copies of `specs` with paraphrased requests where the paraphrase keeps every cited phrase; the originals otherwise."
+    if model is None:
+        try: model = next(iter(client.models.list())).id
+        except Exception as e: raise LLMError(redact(f"no model given and the server lists none: {type(e).__name__}: {e}")) from None
+    out = []
+    for s in specs:
+        phrases = cited_phrases(s)
+        msg = PARAPHRASE_PROMPT.format(phrases="; ".join(f'"{p}"' for p in phrases) or "(none)", request=s.request)
+        try:
+            r = client.chat.completions.create(model=model, messages=[{"role": "user", "content": msg}],
+                                               temperature=temperature, max_tokens=400)
+            text, _ = reply_text(r)
+            text = text.strip().strip('"').strip()
+            why = paraphrase_problem(s, text)
+        except Exception as e: text, why = None, redact(cap_text(f"{type(e).__name__}: {e}", 300))
+        meta = {**s.meta, 'paraphrase': 'accepted' if why is None else f"rejected: {why}"}
+        upd = dict(meta=meta) if why else dict(meta={**meta, 'original_request': s.request}, request=text)
+        out.append(s.model_copy(update=upd))
+    return out
+
 # %% ../nbs/06_synthesis.ipynb #75530ffa
 def make_generator(kind:str='procedural', **kw):
     "A generator by name: 'procedural' or 'llm' (keyword arguments go to `LLMGenerator`)."
@@ -627,8 +839,26 @@ def add_synth_args(p):
     p.add_argument("--base-url", default=None, help="LLM server (env COWORKENV_SYNTH_BASE_URL / OPENAI_BASE_URL)")
     p.add_argument("--model", default=None, help="LLM model (env COWORKENV_SYNTH_MODEL; default: the server's first)")
     p.add_argument("--workers", type=int, default=1, help="concurrent generations (default: %(default)s)")
+    p.add_argument("--paraphrase", action="store_true",
+                   help="then rewrite each new spec's request with the LLM at --base-url/--model, keeping every cited phrase")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
+
+def paraphrase_folder(out, # a synthesis output folder (its specs/ are rewritten in place)
+                      client, # an OpenAI-compatible client
+                      model:str|None=None, # model id (default: the client's first)
+                      specs:Sequence[TaskSpec]|None=None, # the specs to consider (default: every spec in the folder)
+                     ) -> Counter:
+    "Paraphrase the requests of the folder's specs not paraphrased before; rewrite the accepted ones; count the verdicts."
+    out = Path(out)
+    todo = [s for s in (specs if specs is not None else [load_spec(p) for p in sorted((out/"specs").glob("*.json"))])
+            if 'paraphrase' not in s.meta]
+    verdicts = Counter()
+    with folder_lock(out):
+        for s in paraphrase_requests(todo, client, model):
+            verdicts[s.meta['paraphrase'].split(':')[0]] += 1
+            _atomic_write(out/"specs"/f"{s.id}.json", json.dumps(s.model_dump(mode='json'), indent=1, ensure_ascii=False) + "\n")
+    return verdicts
 
 def cmd_synth(a) -> int:
     "Synthesize task specs into a folder (resumable); print a summary. The API key comes from the environment only."
@@ -641,4 +871,10 @@ def cmd_synth(a) -> int:
     print(f"{len(specs)}/{len(slots)} specs in {Path(a.out)/'specs'}; {len(errs)} error(s); "
           f"near-duplicate rate {near_duplicate_rate(specs):.3f}")
     for e in errs[:10]: print(f"  {e['id']}: {e['error']}")
+    if specs and a.paraphrase:
+        v = paraphrase_folder(a.out, openai_client(a.base_url or os.environ.get('COWORKENV_SYNTH_BASE_URL')), a.model, specs)
+        print(f"paraphrased {v['accepted']} request(s); {v['rejected']} kept their original (a cited phrase or detail was lost)")
+    if not specs:
+        print("error: no spec was synthesized" + (" (-n 0)" if not slots else f"; see {Path(a.out) / 'errors'}"), file=sys.stderr)
+        return 1
     return 0

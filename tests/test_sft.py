@@ -1,0 +1,108 @@
+"Tests of coworkenv.sft: config and dataset validation before training, the tiny end-to-end path, resume, LoRA."
+import json
+
+import pytest
+
+pytest.importorskip("trl"); pytest.importorskip("datasets")
+from coworkenv.agents import OracleAgent
+from coworkenv.curation import curate
+from coworkenv.rollout import rollout
+from coworkenv.sft import SFTConfigError, add_sft_parser, check_sft_dataset, load_sft_config, load_sft_dataset, train_sft
+from coworkenv.synthesis import synthesize
+
+
+@pytest.fixture(scope="module")
+def curated(tmp_path_factory, tiny_model_path):
+    "synthesize -> oracle rollouts -> curate (short rows, so CPU steps are fast)."
+    d = tmp_path_factory.mktemp("sft")
+    recs = rollout(synthesize(n=4, seed=0, progress=False), OracleAgent, k=1, store=d / "store", progress=False)
+    curate(recs, out=d / "curated", max_result_chars=300, keep_unused=0.0, n_distractors=1)
+    return d / "curated"
+
+
+def cfg(tiny_model_path, curated, out, **kw):
+    return dict(model=str(tiny_model_path), dataset=str(curated), output_dir=str(out), max_steps=2,
+                per_device_train_batch_size=1, learning_rate=1e-3, max_length=1536, save_steps=1, warmup_steps=0,
+                progress=False) | kw
+
+
+def test_end_to_end_and_resume(tiny_model_path, curated, tmp_path):
+    out = tmp_path / "run"
+    r = train_sft(cfg(tiny_model_path, curated, out))
+    assert r.metrics["steps"] == 2 and r.metrics["resumed_from"] is None and r.metrics["rows"] == 4 and 1 <= r.metrics["rows_trained"] <= 4
+    assert (r.model_dir / "model.safetensors").is_file() and (out / "checkpoint-2").is_dir()
+    import pandas as pd
+    loss = pd.read_csv(r.loss_csv)
+    assert list(loss.step) == [1, 2] and loss.loss.notna().all()
+    from transformers import AutoModelForCausalLM
+    AutoModelForCausalLM.from_pretrained(r.model_dir)
+    assert train_sft(cfg(tiny_model_path, curated, out)).metrics == r.metrics  # finished: not retrained
+    # an interrupted run (checkpoint-2 on disk, no final result) continues from its last checkpoint
+    (out / "sft_result.json").unlink()
+    r2 = train_sft(cfg(tiny_model_path, curated, out, max_steps=3))
+    assert r2.metrics["resumed_from"].endswith("checkpoint-2") and r2.metrics["steps"] == 3
+
+
+def test_lora_is_merged(tiny_model_path, curated, tmp_path):
+    r = train_sft(cfg(tiny_model_path, curated, tmp_path / "lora", max_steps=1, lora={"r": 4, "alpha": 8}))
+    assert r.metrics["lora"] is True
+    names = json.loads((r.model_dir / "config.json").read_text())
+    assert not (r.model_dir / "adapter_config.json").exists() and names["model_type"] == "qwen3"
+    from safetensors import safe_open
+    with safe_open(str(r.model_dir / "model.safetensors"), "pt") as f:
+        assert not [k for k in f.keys() if "lora" in k]
+
+
+def test_bad_config_fails_before_training(tmp_path, curated):
+    y = tmp_path / "c.yaml"
+    y.write_text("model: m\ndataset: d\noutput_dir: o\nlearning_rate: -1\n")
+    with pytest.raises(SFTConfigError, match=r"c.yaml: invalid SFT config: learning_rate"): load_sft_config(y)
+    y.write_text("model: [unclosed\n")
+    with pytest.raises(SFTConfigError, match="not valid YAML"): load_sft_config(y)
+    y.write_text("- a list\n")
+    with pytest.raises(SFTConfigError, match="expected a mapping"): load_sft_config(y)
+    with pytest.raises(SFTConfigError, match=r"lora.rank: Extra inputs"):
+        load_sft_config(dict(model="m", dataset="d", output_dir="o", lora={"rank": 4}))
+    # dataset problems are found before the (here missing) model is loaded
+    with pytest.raises(SFTConfigError, match="dataset not found"):
+        train_sft(dict(model="/no/such/model", dataset=str(tmp_path / "none"), output_dir=str(tmp_path / "o")))
+    with pytest.raises(SFTConfigError, match="could not be loaded"):
+        train_sft(dict(model=str(tmp_path / "no-model"), dataset=str(curated), output_dir=str(tmp_path / "o")))
+
+
+def test_dataset_checks(tmp_path):
+    p = tmp_path / "rows.jsonl"
+    p.write_text(json.dumps({"prompt": "hi", "completion": "there"}) + "\n")
+    with pytest.raises(SFTConfigError, match="missing column 'messages'"): check_sft_dataset(load_sft_dataset(p))
+    p.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n")
+    with pytest.raises(SFTConfigError, match="no row has an assistant turn"): check_sft_dataset(load_sft_dataset(p))
+    p.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}) + "\n"
+                 + json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n")
+    with pytest.raises(SFTConfigError, match="1 row.s. have no assistant turn .first: row 1"): check_sft_dataset(load_sft_dataset(p))
+    p.write_text("{broken\n")
+    with pytest.raises(SFTConfigError, match=r"rows.jsonl:1: not JSON"): load_sft_dataset(p)
+
+
+def test_truncation_that_leaves_nothing_is_an_error(tiny_model_path, curated, tmp_path):
+    with pytest.raises(SFTConfigError, match="lost all its assistant tokens"):
+        train_sft(cfg(tiny_model_path, curated, tmp_path / "t", max_length=128))
+
+
+def test_cli(tiny_model_path, curated, tmp_path, capsys):
+    import argparse, yaml
+    y = tmp_path / "sft.yaml"
+    y.write_text(yaml.safe_dump(cfg(tiny_model_path, curated, tmp_path / "cli", max_steps=1)))
+    ap = argparse.ArgumentParser(); add_sft_parser(ap.add_subparsers(dest="cmd"))
+    a = ap.parse_args(["sft", "--config", str(y)])
+    assert a.fn(a) == 0 and "trained 1 steps" in capsys.readouterr().out
+    y.write_text("model: m\n")
+    a = ap.parse_args(["sft", "--config", str(y)])
+    assert a.fn(a) == 2 and "dataset: Field required" in capsys.readouterr().err
+
+
+def test_shipped_configs_validate():
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1] / "experiments" / "configs"
+    for name in ("sft_default.yaml", "sft_tiny.yaml", "sft_lora.yaml"):
+        c = load_sft_config(root / name)
+        assert c.assistant_only_loss
