@@ -429,6 +429,7 @@ class _LazyState(dict):
     def get(self, check_id:str, default=False) -> bool:
         t = self.tracker
         if t._ev is None or check_id not in t.checks: return default
+        if callable(t._ev): t._ev = t._ev()  # the env's evidence, built when first needed
         if check_id not in t._cache: t._cache[check_id] = run_check(t.checks[check_id], t._ev).passed
         return t._cache[check_id]
 
@@ -438,6 +439,7 @@ class _LazyTracker:
         self.spec, self.events, self._ev, self._cache = spec, [], None, {}
         self.checks = {c.id: c for c in spec.checks if c.type != 'llm_judge'}
         self.state = _LazyState(self)
+    lazy_evidence = True  # `update` may get a function that builds the evidence
     def update(self, ev) -> list:
         self._ev, self._cache = ev, {}
         return []

@@ -135,6 +135,8 @@ _TRANSIENT_RE = re.compile(r"\b(429|500|502|503|504)\b|rate.?limit|too.?many.?re
 def is_transient_error(content:str|None) -> bool:
     "Is a tool result a transient (retryable) error: an `{'error': ...}` body or `Error: ...` text about 429/5xx, rate limits, timeouts?"
     s = (content or "").strip()
+    # fast path: without the word `error` (and without JSON escapes that could spell it) the answer is no, unparsed
+    if 'error' not in s and '\\' not in s and not s[:5].lower().startswith('error'): return False
     try: obj = json.loads(s)
     except ValueError: obj = None
     if isinstance(obj, dict):
@@ -147,6 +149,17 @@ _READ_VERBS = {'list', 'search', 'get', 'read', 'find', 'query', 'lookup', 'view
 
 def call_sentence(tool:str) -> str:
     "A short natural sentence to go with a tool call (no argument values, so it never leaks or asks anything)."
+    if isinstance(tool, str):
+        s = _SENTENCES.get(tool)
+        if s is None:
+            if len(_SENTENCES) >= 4096: _SENTENCES.clear()
+            s = _SENTENCES[tool] = _call_sentence(tool)
+        return s
+    return _call_sentence(tool)
+
+_SENTENCES: dict = {}  # tool name -> its sentence (the sentence depends on the name only)
+
+def _call_sentence(tool:str) -> str:
     parts = [p for p in re.split(r"[_\-:.]+", tool) if p]
     verb = parts[1].lower() if len(parts) > 1 else (parts[0].lower() if parts else "")
     if verb in _READ_VERBS: return "Let me look that up first."

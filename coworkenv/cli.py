@@ -213,6 +213,10 @@ def parser() -> argparse.ArgumentParser:
     add_claweval_parser(sub)
     from coworkenv.adversaries import add_audit_parser
     add_audit_parser(sub)
+    from coworkenv.models import add_model_parser
+    add_model_parser(sub)
+    from coworkenv.sft import add_sft_parser
+    add_sft_parser(sub)
     m = sub.add_parser("tiny-model", help="build the tiny test model", description=cmd_tiny_model.__doc__)
     m.add_argument("--path", default=None, help="output folder (default: the cache)"); m.set_defaults(fn=cmd_tiny_model)
     return p

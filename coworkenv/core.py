@@ -413,8 +413,21 @@ class Check(CoreModel):
 
     @property
     def p(self) -> P:
-        "The typed parameters (defaults filled in)."
-        return CHECK_PARAMS[self.type].model_validate(self.params)
+        "The typed parameters (defaults filled in); validated once per check and cached while `type` and `params` stay the same."
+        hit = _P_CACHE.get(id(self))
+        if hit is not None and hit[0] is self and hit[1] is self.params and hit[2] == self.type and hit[3] == self.params: return hit[4]
+        typed = CHECK_PARAMS[self.type].model_validate(self.params)
+        if len(_P_CACHE) >= 8192: _P_CACHE.clear()
+        _P_CACHE[id(self)] = (self, self.params, self.type, json.loads(json.dumps(self.params, default=str)) if _plain(self.params) else object(), typed)  # the check is kept alive with its entry: its id cannot be reused meanwhile
+        return typed
+
+_P_CACHE: dict = {}  # id(check) -> (check, params object, type, copy of params, typed params)
+
+def _plain(x) -> bool:
+    "JSON data that a JSON round trip copies exactly (so the cached copy compares equal to the original)."
+    if isinstance(x, dict): return all(isinstance(k, str) and _plain(v) for k, v in x.items())
+    if isinstance(x, list): return all(_plain(v) for v in x)
+    return x is None or isinstance(x, (str, int, bool)) or (isinstance(x, float) and math.isfinite(x))
 
 # %% ../nbs/00_core.ipynb #97ed5036
 class UserFact(CoreModel):

@@ -342,7 +342,7 @@ class CoworkEnv:
             self.messages.extend(new)
             if self.turn >= self.max_turns: self._end('max_turns')
         elif self.user is not None and self.turn < self.max_turns:
-            self.tracker.update(self.evidence())  # follow-ups may depend on checks satisfied this turn
+            self._track()  # follow-ups may depend on checks satisfied this turn
             r = self.user.reply(msg.content or "", self)
             if getattr(r, 'error', None):
                 self.errors.append({"turn": self.turn, "source": "user", "error": r.error})
@@ -355,9 +355,15 @@ class CoworkEnv:
                 new.append(um); self.messages.append(um)
             if not getattr(r, 'error', None): info['user'] = r.text
         else: self._end('max_turns' if self.turn >= self.max_turns else 'agent_done')
-        info['events'] = [e.model_dump() for e in self.tracker.update(self.evidence())]
+        info['events'] = [e.model_dump() for e in self._track()]
         if self.done: info['end_reason'] = self.end_reason
         return StepResult(new, self.done, info)
+
+    def _track(self) -> list:
+        """Update the check tracker with this turn's evidence; a tracker that evaluates on demand (`lazy_evidence`) gets
+        the function that builds it (called, if at all, within the same turn), so no evidence is built for nothing."""
+        t = self.tracker
+        return t.update(self.evidence if getattr(t, 'lazy_evidence', False) else self.evidence())
 
     def _services_of(self, calls:list) -> set[str]:
         "The services the tool calls of a turn can reach."

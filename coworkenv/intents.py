@@ -149,11 +149,24 @@ def requests(text:str|None, # a message to the user
     """The distinct things `text` asks for: fact keys, or `kind:<kind>` for catalogue kinds no given fact has.
     Only question/request sentences count; a match inside a longer match of another label, or a catalogue kind's
     match overlapping a given fact's, is not counted."""
+    if not isinstance(text, (str, type(None))): return list(_requests(text, facts))
+    try: key = (text[:MAX_TEXT] if text else text, tuple((f.key, tuple(f.aliases), tuple(f.intents)) for f in facts))
+    except TypeError: return list(_requests(text, facts))  # something unhashable: not memoised
+    hit = _REQUESTS_MEMO.get(key)
+    if hit is None:
+        hit = _requests(text, facts)
+        if len(_REQUESTS_MEMO) >= 2048: _REQUESTS_MEMO.clear()
+        _REQUESTS_MEMO[key] = hit
+    return list(hit)
+
+_REQUESTS_MEMO: dict = {}  # (text as read, (key, aliases, intents) of each fact) -> labels: the answer depends on nothing else
+
+def _requests(text, facts) -> tuple:
     ms = _label_matches(text, facts)
     inside = lambda m, n: n[0] != m[0] and n[1] <= m[1] and m[2] <= n[2] and n[2] - n[1] > m[2] - m[1]
     overlaps_fact = lambda m, n: m[0].startswith('kind:') and not n[0].startswith('kind:') and m[1] < n[2] and n[1] < m[2]
     keep = [m for m in ms if not any(inside(m, n) or overlaps_fact(m, n) for n in ms)]
-    return list(dict.fromkeys(m[0] for m in keep))
+    return tuple(dict.fromkeys(m[0] for m in keep))
 
 def requested_facts(text:str|None, # a message to the user
                     facts:list, # the task's `UserFact`s

@@ -31,7 +31,7 @@ import pandas as pd
 from pydantic import BaseModel, Field, ValidationError
 from .core import TaskSpec, Check, Step, SpecError, Grade, CoreModel, Message, load_spec, _read_doc
 from .services import SERVICES
-from .checks import get_path, run_check, grade as grade_evidence
+from .checks import get_path, run_check, grade as grade_evidence, pattern_risk
 from .env import CoworkEnv, DEFAULT_SYSTEM_PROMPT
 from .agents import PlanAgent, OracleAgent, NullAgent, ShortcutAgent, is_transient_error
 from .adversaries import ADVERSARIES, Catalog, Variant, adversary_variants, audit_env, fast_step, play_variant, state_key, with_footprint
@@ -86,6 +86,8 @@ FINDING_CODES: dict[str, tuple[str, str, str]] = {
     'ref.unknown_fact': ('references', "a plan step or check names a user fact that `user.facts` does not define",
                          "define the fact in `user.facts` (key, value, aliases) or fix its name"),
     'ref.unknown_check': ('references', "a negative or follow-up names a check id that does not exist", "name existing check ids"),
+    'ref.risky_pattern': ('references', "a regex check's pattern can backtrack catastrophically (a quantified group containing a quantifier): it may time out and be graded as errored",
+                          "rewrite the pattern without nested quantifiers, e.g. `(ab)+` instead of `(a+b?)+`, or use keywords_present/absent"),
     'src.missing': ('references', "a check cites no source: nothing says which part of the request it tests",
                     "set the check's `source` to `request: <a phrase of the request>`, `fact:<key>`, `followup:<id>`, `policy: <text of the system prompt>` or `footprint`"),
     'src.invalid': ('references', "a check's source does not resolve (the phrase is not in the request, no such fact or follow-up, the policy is not stated to the agent, an unknown form)",
@@ -194,6 +196,7 @@ class _LazyState(dict):
     def get(self, check_id:str, default=False) -> bool:
         t = self.tracker
         if t._ev is None: return default
+        if callable(t._ev): t._ev = t._ev()  # the env's evidence, built when first needed
         if check_id not in t._cache:
             c = next((c for c in t.checks if c.id == check_id), None)
             t._cache[check_id] = run_check(c, t._ev).passed if c is not None else default
@@ -206,6 +209,7 @@ class _LazyTracker:
         self.spec, self.events, self._ev, self._cache = spec, [], None, {}
         self.checks = [c for c in spec.checks if c.type != 'llm_judge']
         self.state = _LazyState(self)
+    lazy_evidence = True  # `update` may get a function that builds the evidence
     def update(self, ev) -> list:
         self._ev, self._cache = ev, {}
         return []
@@ -435,6 +439,11 @@ def static_reference_findings(spec:TaskSpec) -> list[Finding]:
             if p.before_tool and not R.provides(p.before_tool): fs.append(finding('ref.unknown_tool', f"{base}.before_tool", R.why_unknown(p.before_tool)))
     for i, fu in enumerate(spec.user.followups):
         if fu.after_tool and not R.provides(fu.after_tool): fs.append(finding('ref.unknown_tool', f"user.followups[{i}].after_tool", R.why_unknown(fu.after_tool)))
+    # pattern checks that could hang (they run under a time limit and are graded as errored when it passes)
+    for i, c in enumerate(spec.checks):
+        risk = pattern_risk(c.params.get('pattern', '')) if c.type == 'regex' else None
+        if risk: fs.append(finding('ref.risky_pattern', f"checks[{i}].params.pattern", f"check {c.id!r}: {risk}",
+                                   'warning' if spec.compat == 'claweval' else 'error'))
     return fs
 
 # %% ../nbs/07_validation.ipynb #7544011c

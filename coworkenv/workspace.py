@@ -112,8 +112,11 @@ class Workspace:
 
     @property
     def id_fields(self) -> dict:
-        "`{service: {collection: id field}}`."
-        return {n: dict(s.collections) for n, s in self.services.items()}
+        "`{service: {collection: id field}}` (computed once per set of services; read it, do not change it)."
+        key = tuple(map(id, self.services.values()))
+        hit = getattr(self, "_id_fields", None)
+        if hit is None or hit[0] != key: hit = self._id_fields = (key, {n: dict(s.collections) for n, s in self.services.items()})
+        return hit[1]
 
     def reset(self):
         "Restore every service's initial records exactly, clear audits, the log and the clock."

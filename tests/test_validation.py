@@ -379,3 +379,25 @@ def test_a_stored_footprint_is_never_trusted():
     assert fresh.footprint and attach_footprint(fresh) is fresh  # not derived twice
     bogus = fresh.model_copy(update={'footprint': {'version': 1, 'plans': [{"name": "anything", "changed": {}, "added": {}, "removed": {}, "destructive": []}]}})
     assert attach_footprint(bogus).footprint == fresh.footprint
+
+
+def test_risky_pattern_is_a_clear_finding_and_cannot_hang():
+    "A catastrophic-backtracking regex is reported by validation (not left to time out in an episode), and grading stays bounded."
+    import time
+    from coworkenv.core import load_spec, Check
+    from coworkenv.validation import validate, static_reference_findings
+    spec = load_spec("data/examples/expense_approval.json")
+    assert not [f for f in static_reference_findings(spec) if f.code == 'ref.risky_pattern']
+    evil = Check(id='evil', type='regex', kind='gate', source=spec.checks[0].source,
+                 params={'pattern': '(a+)+$', 'scope': 'sent', 'should_match': False})
+    bad = spec.model_copy(update={'checks': spec.checks + [evil]})
+    r = validate(bad)
+    assert not r.passed and [f.code for f in r.findings if f.severity == 'error'] == ['ref.risky_pattern']
+    assert 'nested quantifier' in r.findings[0].message and r.findings[0].path.endswith('.params.pattern')
+    from coworkenv.checks import Evidence, run_check
+    from coworkenv.core import Message
+    ev = Evidence(bad, messages=[Message(role='assistant', content="a" * 40 + "!")])
+    t0 = time.perf_counter()
+    res = run_check(evil, ev)                      # would take hours with a backtracking engine
+    assert time.perf_counter() - t0 < 10
+    assert res.passed or (res.errored and 'timed out' in res.evidence)  # linear-time engine, or errored at the time limit
