@@ -39,7 +39,7 @@ from .services import SERVICES
 from .checks import get_path, run_check, grade as grade_evidence, pattern_risk
 from .env import CoworkEnv, DEFAULT_SYSTEM_PROMPT
 from .agents import PlanAgent, OracleAgent, NullAgent, ShortcutAgent, is_transient_error
-from .adversaries import ADVERSARIES, Catalog, Variant, adversary_variants, audit_env, fast_apply, fast_step, plan_turn, play_variant, state_key, with_footprint
+from .adversaries import ADVERSARIES, Catalog, Variant, adversary_variants, _LazyTracker, audit_env, fast_apply, fast_step, plan_turn, play_variant, state_key, with_footprint
 import coworkenv.workspace  # registers the services
 
 # %% ../nbs/07_validation.ipynb #2fe3fce7
@@ -204,31 +204,6 @@ class Run:
         return self.grade is not None and any(i.check_id == check_id and i.passed for i in self.grade.items)
 
 def _plan_key(plan:list) -> str: return json.dumps([s.model_dump(mode='json') for s in plan], sort_keys=True, default=str)
-
-class _LazyState(dict):
-    "The tracker state a follow-up asks for (`after_check`), computed on demand from the latest evidence (a dict, so the env can checkpoint it)."
-    def __init__(self, tracker): super().__init__(); self.tracker = tracker
-    def get(self, check_id:str, default=False) -> bool:
-        t = self.tracker
-        if t._ev is None: return default
-        if callable(t._ev): t._ev = t._ev()  # the env's evidence, built when first needed
-        if check_id not in t._cache:
-            c = next((c for c in t.checks if c.id == check_id), None)
-            ev = t._ev.stages.get(c.stage, t._ev) if c is not None and c.stage is not None and getattr(t._ev, 'stages', None) else t._ev
-            t._cache[check_id] = run_check(c, ev).passed if c is not None else default  # a scoped check of an ended stage: its frozen evidence (as `CheckTracker`)
-        return t._cache[check_id]
-
-class _LazyTracker:
-    """Stands in for `CheckTracker` in validation episodes: no per-turn evaluation of every check (the final grade
-    is the same), only the checks a follow-up waits for, when it asks. Turn events are not recorded."""
-    def __init__(self, spec:TaskSpec):
-        self.spec, self.events, self._ev, self._cache = spec, [], None, {}
-        self.checks = [c for c in spec.checks if c.type != 'llm_judge']
-        self.state = _LazyState(self)
-    lazy_evidence = True  # `update` may get a function that builds the evidence
-    def update(self, ev) -> list:
-        self._ev, self._cache = ev, {}
-        return []
 
 class Runs:
     "Runs agents on a spec, caching each plan's run; one environment for the cached runs."
