@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 # %% auto #0
-__all__ = ['OUTSIDER', 'PROSE_PARAMS', 'REFORMATS', 'ADVERSARIES', 'AUDIT_COLUMNS', 'is_read', 'Catalog', 'is_free', 'Variant',
-           'perturbations', 'plausible_args', 'adv_omit_write', 'adv_perturb_arg', 'adv_duplicate_write',
-           'adv_other_record', 'reformat_plan', 'adv_trap_action', 'adv_spray', 'dump_text', 'adv_dump_ids',
-           'stuffed_question', 'adv_stuff_keywords', 'adv_do_nothing', 'Adversary', 'adversary_variants', 'fast_step',
-           'fast_apply', 'plan_turn', 'Outcome', 'state_key', 'end_state', 'play_variant', 'audit_env', 'audit_spec',
-           'audit_grader', 'audit_summary', 'audit_table', 'audit_failures', 'cmd_audit_grader', 'add_audit_parser']
+__all__ = ['OUTSIDER', 'PROSE_PARAMS', 'REFORMATS', 'ADVERSARIES', 'FORK_MIN_STEPS', 'AUDIT_COLUMNS', 'is_read', 'Catalog',
+           'is_free', 'Variant', 'perturbations', 'plausible_args', 'adv_omit_write', 'adv_perturb_arg',
+           'adv_duplicate_write', 'adv_other_record', 'reformat_plan', 'adv_trap_action', 'adv_spray', 'dump_text',
+           'adv_dump_ids', 'stuffed_question', 'adv_stuff_keywords', 'adv_do_nothing', 'Adversary',
+           'adversary_variants', 'fast_step', 'fast_apply', 'summary_turn', 'plan_turn', 'Outcome', 'state_key',
+           'end_state', 'play_variant', 'step_key', 'cached_step_key', 'shared_prefix', 'Fork', 'fork_episode',
+           'resume_episode', 'audit_env', 'audit_spec', 'audit_grader', 'audit_summary', 'audit_table',
+           'audit_failures', 'cmd_audit_grader', 'add_audit_parser']
 
 # %% ../nbs/06a_adversaries.ipynb #91705ecf
 import pandas as pd
@@ -27,7 +29,7 @@ from pydantic import Field
 from .core import CoreModel, Grade, Message, Step, TaskSpec, ToolCall, load_spec, load_specs
 from .services import SERVICES, clone
 from .checks import grade as grade_evidence, run_check
-from .env import CoworkEnv
+from .env import CoworkEnv, ScriptedUser, _construct
 import coworkenv.env as _envmod
 from .agents import PlanAgent, SUMMARY, replace_facts, is_transient_error
 import coworkenv.workspace  # registers the services
@@ -76,6 +78,7 @@ class Catalog:
         self.id_field: dict[tuple, str] = {}      # (service, collection) -> id field name
         self.values: dict[tuple, list] = {}       # (service, field) -> distinct scalar values, in order
         self.emails: list[str] = []
+        self.free: dict = {}  # `is_free`'s cache for this spec
         for n, recs in self.spec.services.items():
             cls = SERVICES.get(n)
             for col, rs in _records(n, recs).items():
@@ -126,19 +129,27 @@ class Catalog:
 PROSE_PARAMS = {'body', 'comment', 'message', 'content', 'text', 'description', 'notes', 'summary', 'subject',
                 'reason', 'resolution', 'note'}
 
-def is_free(spec:TaskSpec, # the task
-            tool:str, # a tool name
-            param:str, # one of its parameters
-            value:Any=None, # the value a plan gives it
-           ) -> bool:
-    "Is this argument free text, whose exact value no valid grader may demand?"
+def _free_param(spec:TaskSpec, tool:str, param:str) -> bool:
+    "Is the parameter free whatever its value: declared free by its service or the spec, or prose by name?"
     n = next((s for s in spec.services if s in SERVICES and tool in SERVICES[s].tool_defs()), None)
     declared = getattr(SERVICES.get(n), 'free_fields', None) or {} if n else {}
     if any(param in fs for fs in declared.values()): return True
     extra = (spec.meta or {}).get('free_fields') or {}
     if param in (extra.get(tool) or ()) or param in (extra.get('*') or ()): return True
-    if param in PROSE_PARAMS: return True
-    return isinstance(value, str) and len(value) > 60 and ' ' in value
+    return param in PROSE_PARAMS
+
+def is_free(spec:TaskSpec, # the task
+            tool:str, # a tool name
+            param:str, # one of its parameters
+            value:Any=None, # the value a plan gives it
+            cache:dict|None=None, # (tool, param) -> `_free_param`, for many calls on one spec
+           ) -> bool:
+    "Is this argument free text, whose exact value no valid grader may demand?"
+    if cache is None: free = _free_param(spec, tool, param)
+    else:
+        free = cache.get((tool, param))
+        if free is None: free = cache[(tool, param)] = _free_param(spec, tool, param)
+    return free or (isinstance(value, str) and len(value) > 60 and ' ' in value)
 
 # %% ../nbs/06a_adversaries.ipynb #6b5cda60
 class Variant(CoreModel):
@@ -197,7 +208,7 @@ def perturbations(cat:Catalog, # the workspace catalogue
         return ([('another person', o[0])] if o else []) + [('an outsider', OUTSIDER)]
     if _DATE_RE.match(v) and _shift_date(v, 1):
         return [('a day later', _shift_date(v, 1)), ('a day earlier', _shift_date(v, -1))]
-    if is_free(cat.spec, tool, param, v): return []
+    if is_free(cat.spec, tool, param, v, cat.free): return []
     allowed = [a for a in _enum(cat, tool, param) if a != v]
     if allowed: return [(f"another value", allowed[0])]
     o = [x for x in cat.values.get((cat.service_of.get(tool), param), []) if isinstance(x, str) and x != v]
@@ -293,22 +304,29 @@ REFORMATS: dict[str, Callable[[str], str]] = {
     'partial': lambda t: _LONG_RE.sub(lambda m: m.group()[-12:], t),        # long tokens cut to a substantial substring
 }
 
-def reformat_plan(spec:TaskSpec, plan:list, fn:Callable[[str], str]) -> list:
-    "The plan with `fn` applied to what it says and to the free text it sends (ids, recipients and amounts unchanged)."
-    out = []
+def reformat_plan(spec:TaskSpec, plan:list, fn:Callable[[str], str],
+                  free:dict|None=None, # a cache for `is_free` (one spec)
+                 ) -> list:
+    """The plan with `fn` applied to what it says and to the free text it sends (ids, recipients and amounts unchanged).
+    A step `fn` leaves as it is stays the same object when a new one would equal it."""
+    out, free = [], {} if free is None else free
     for s in plan:
-        if s.kind == 'say': s = Step.say(fn(s.text))
-        elif s.kind == 'call': s = _call(s.tool, {k: fn(v) if isinstance(v, str) and is_free(spec, s.tool, k, v) else v for k, v in s.args.items()})
+        if s.kind == 'say':
+            t = fn(s.text)
+            if not (t == s.text and type(s) is Step and s.fact is None and s.tool is None and s.args == {}): s = Step.say(t)
+        elif s.kind == 'call':
+            a = {k: fn(v) if isinstance(v, str) and is_free(spec, s.tool, k, v, free) else v for k, v in s.args.items()}
+            if not (a == s.args and type(s) is Step and s.fact is None and s.text is None): s = _call(s.tool, a)
         out.append(s)
     return out
 
 def adv_trap_action(spec, cat) -> list[Variant]:
     "Each negative plan, also with its text reformatted; the solution plus one write tool used on a record no valid plan touches."
-    out = []
+    out, free = [], cat.free
     for k, n in enumerate(spec.negatives):
         out.append(Variant(adversary='trap_action', name=f"trap_action negatives[{k}] {n.name}", plan=n.plan))
         for f, fn in REFORMATS.items():
-            p = reformat_plan(spec, n.plan, fn)
+            p = reformat_plan(spec, n.plan, fn, free)
             if p != n.plan: out.append(Variant(adversary='trap_action', name=f"trap_action negatives[{k}] {n.name} ({f})", plan=p))
     S, tg = spec.solution, _targets(spec)
     for t in cat.tools:
@@ -322,7 +340,7 @@ def adv_trap_action(spec, cat) -> list[Variant]:
                 p = next(p for p in a if cat.kind_for_param(t, p) == ks[0])
                 a[p], rec = d, cat.record(ks[0], d)
                 for q in a:  # change what the record holds, so that the action has an effect
-                    if q != p and q in rec and not is_free(spec, t, q, rec[q]):
+                    if q != p and q in rec and not is_free(spec, t, q, rec[q], free):
                         w = perturbations(cat, t, q, rec[q])
                         if w: a[q] = w[0][1]
                 out.append(Variant(adversary='trap_action', name=f"trap_action {t}({p}={d})", plan=_before_say(S, [_call(t, a)]), same_text=True))
@@ -468,6 +486,14 @@ def fast_apply(env:CoworkEnv, turn):
     if apply is None or not getattr(env, '_started', False) or env.done: return env.step(turn.message)
     return apply(turn)
 
+def summary_turn(cache:dict, # a `plan_turn` cache (one per spec)
+                 text:str, # the closing message
+                ):
+    "`coerce_turn` of the closing assistant message `text`, coerced once per cache: its message is never changed, episodes share it."
+    hit = cache.get(('summary', text))
+    if hit is None: hit = cache[('summary', text)] = _envmod.coerce_turn(Message(role='assistant', content=text))
+    return hit
+
 def plan_turn(cache:dict, # per spec: step -> its coerced turn (keeps the step alive, so its `id` is not reused)
               agent:PlanAgent, # the agent whose `step_message` the step is
               step:Step, # a plan step
@@ -478,8 +504,8 @@ def plan_turn(cache:dict, # per spec: step -> its coerced turn (keeps the step a
     whose message needs any repair is coerced every time (nothing is assumed about it)."""
     hit = cache.get(id(step))
     if hit is None or hit[0] is not step or hit[1] is not agent.spec:
-        try: key = (id(agent.spec), step.kind, step.tool, step.fact, step.text, json.dumps(step.args, ensure_ascii=False))
-        except (TypeError, ValueError): key = None  # not JSON: coerced every time
+        sk = cached_step_key(cache, step)
+        key = None if sk is None else (id(agent.spec), *sk)  # None: not JSON, coerced every time
         hit = cache.get(key) if key is not None else None  # an equal step of another plan (same spec, same argument order)
         if hit is None or hit[1] is not agent.spec:
             t = _envmod.coerce_turn(agent.step_message(step, turn))
@@ -493,8 +519,9 @@ def plan_turn(cache:dict, # per spec: step -> its coerced turn (keeps the step a
     if t is None: return _envmod.coerce_turn(agent.step_message(step, turn))
     m = t.message
     if not m.tool_calls: return t
-    calls = [ToolCall.model_construct(id=f"call_{turn}", name=c.name, arguments=clone(c.arguments)) for c in m.tool_calls]
-    return _envmod.Turn(Message.model_construct(role=m.role, content=m.content, tool_calls=calls), [], list(t.call_problems))
+    calls = [_construct(ToolCall, {'id': f"call_{turn}", 'name': c.name, 'arguments': clone(c.arguments)}) for c in m.tool_calls]
+    return _envmod.Turn(_construct(Message, {'role': m.role, 'content': m.content, 'tool_calls': calls, 'tool_call_id': None, 'name': None},
+                                   ('role', 'content', 'tool_calls')), [], list(t.call_problems))
 
 @dataclass
 class Outcome:
@@ -527,21 +554,28 @@ def _mask(x):
 def play_variant(env:CoworkEnv, # an environment of the spec (reused: it is reset)
                  variant:Variant, # the policy to play
                  keep_state:bool=False, # also return what the episode changed (`end_state`), for equivalence
-                 max_steps:int=300) -> Outcome:
+                 max_steps:int=300,
+                 fork=None, # a `Fork` whose steps are the first steps of `variant.plan`: resumed instead of replaying them
+                 turns:dict|None=None, # a `plan_turn` cache to share (e.g. `Runs.turns`, of the same spec)
+                ) -> Outcome:
     "Run one variant in `env` and grade it (never raises: a crash is an `Outcome` with `error`)."
     spec, retry = env.spec, env.error_rate > 0
     try:
-        env.reset()
-        env.tracker = _LazyTracker(spec)
         agent = PlanAgent(spec, variant.plan, name=variant.adversary)
-        plan, pos, retries, turns = list(variant.plan), 0, 0, {}
-        for _ in range(max_steps):
+        plan, pos, retries, turns, used = list(variant.plan), 0, 0, {} if turns is None else turns, 0
+        if (fork is not None and variant.adapt is None and not (fork.retried and not retry)
+                and fork.fits(plan) and resume_episode(env, fork.state)):
+            pos, used = fork.pos, fork.iters  # the prefix's turns, as if played here
+        else:
+            env.reset()
+            env.tracker = _LazyTracker(spec)
+        for _ in range(max_steps - used):
             if pos < len(plan):
                 t = plan_turn(turns, agent, plan[pos], env.turn + 1)
                 msg, r = t.message, fast_apply(env, t)
             else:
-                msg = Message(role='assistant', content=SUMMARY)
-                r = fast_step(env, msg)
+                t = summary_turn(turns, SUMMARY)
+                msg, r = t.message, fast_apply(env, t)
             if pos < len(plan):
                 if retry and msg.tool_calls and retries < 3 and any(m.role == 'tool' and is_transient_error(m.content) for m in r.messages): retries += 1
                 else:
@@ -552,6 +586,94 @@ def play_variant(env:CoworkEnv, # an environment of the spec (reused: it is rese
         return Outcome(grade=g, state=end_state(env) if keep_state else None, end_reason=env.end_reason)
     except Exception as e:
         return Outcome(error=f"{type(e).__name__}: {e}")
+
+# %% ../nbs/06a_adversaries.ipynb #fb85db01
+import random
+
+FORK_MIN_STEPS = 2  # a shorter shared prefix is replayed: copying the state costs about as much as a step or two
+
+def step_key(step:Step) -> Optional[tuple]:
+    "What a plan step's turn depends on, hashable (as `plan_turn` keys it); None when its arguments are not JSON (shared with nothing)."
+    try: return (step.kind, step.tool, step.fact, step.text, json.dumps(step.args, ensure_ascii=False))
+    except (TypeError, ValueError): return None
+
+def cached_step_key(cache:dict, # a `plan_turn` cache (one per spec)
+                    step:Step) -> Optional[tuple]:
+    "`step_key(step)`, computed once per step object (kept alive with its entry, so its id is not reused)."
+    hit = cache.get(('key', id(step)))
+    if hit is None or hit[0] is not step: hit = cache[('key', id(step))] = (step, step_key(step))
+    return hit[1]
+
+def shared_prefix(a:tuple, b:tuple) -> int:
+    "How many leading steps two plans' `step_key`s share (a step without a key is shared with nothing)."
+    n = 0
+    for x, y in zip(a, b):
+        if x is None or x != y: break
+        n += 1
+    return n
+
+@dataclass
+class Fork:
+    "An episode stopped between two plan steps (`fork_episode`): other plans that start with the same steps resume it."
+    keys: tuple   # the `step_key`s of the steps played
+    pos: int      # the plan position reached (`len(keys)`)
+    iters: int    # turns the episode loop has used so far
+    retried: bool # was a step retried after a transient error (a variant played without error injection never retries)
+    state: dict   # the environment's state (`fork_episode`)
+    step_turns: dict = field(default_factory=dict)  # what `Runs.play` recorded so far
+    asks: list = field(default_factory=list)
+    def fits(self, plan:list) -> bool:
+        "Does `plan` start with exactly the steps this fork played?"
+        return len(plan) >= self.pos and all(k is not None for k in self.keys) and tuple(step_key(s) for s in plan[:self.pos]) == self.keys
+
+def _forkable(env:CoworkEnv) -> bool:
+    u = env.user
+    return not (env.record_timings or not (u is None or type(u) is ScriptedUser))
+
+def fork_episode(env:CoworkEnv) -> Optional[dict]:
+    """A copy of the state of `env`'s episode between two turns; None where forking is not supported (a user other than
+    none or scripted, recorded timings, an ended episode, a tracker other than `_LazyTracker`)."""
+    if not _forkable(env) or not env._started or env.done or type(env.tracker) is not _LazyTracker or env.tracker.events: return None
+    ws, u, c = env.ws, env.user, env.ws.clock
+    world = None
+    if env._has_world:  # what the world did so far (its changes to the records are in the services' copies)
+        world = dict(stage=env._stage, events=list(env.world_events), fired=set(env._fired), stage_ev=dict(env._stage_ev),
+                     base=env._world_base, ctx=env._world_ctx, changes=list(ws.world))
+    return dict(spec=env.spec, error_rate=env.error_rate, turn=env.turn, user_rounds=env.user_rounds,
+                messages=list(env.messages), dispatches=list(env.dispatches), problems=list(env.problems), errors=list(env.errors),
+                ok_tools=set(env._ok_tools), rng=env.rng.getstate(), clock=(c.start, c._start_utc, c.ticks), log=list(ws.log),
+                services={n: (clone(s.data), list(s.calls), {k: list(v) for k, v in s.mutations.items()}) for n, s in ws.services.items()},
+                user=None if u is None else (u.stage, u.rounds, dict(u.revealed), set(u.fired)), world=world)
+
+def resume_episode(env:CoworkEnv, state:dict) -> bool:
+    """Put `env` (of the same spec, error rate and kind of user) in a state `fork_episode` copied, exactly as if it had
+    played those turns itself: every field `reset` sets is set, every list and record is a new copy (a fork is resumed
+    any number of times), the tracker is a `_LazyTracker` as the turn left it. False (nothing changed) where it does not fit."""
+    st, u = state, env.user
+    if (st['spec'] is not env.spec or st['error_rate'] != env.error_rate or st['turn'] >= env.max_turns or not _forkable(env)
+            or (u is None) != (st['user'] is None) or set(st['services']) != set(env.ws.services)
+            or env._has_world != (st['world'] is not None)): return False
+    ws, c, w = env.ws, env.ws.clock, st['world']
+    c.start, c._start_utc, c.ticks = st['clock']
+    c._iso = (None, "")
+    for n, s in ws.services.items():
+        data, calls, muts = st['services'][n]
+        s.data, s.calls, s.mutations = clone(data), list(calls), {k: list(v) for k, v in muts.items()}
+    ws.log, ws.world = list(st['log']), list(w['changes']) if w is not None else []
+    env.rng = random.Random(env.seed); env.rng.setstate(st['rng'])
+    if u is not None: u.stage, u.rounds, u.revealed, u.fired = st['user'][0], st['user'][1], dict(st['user'][2]), set(st['user'][3])
+    env.tracker = _LazyTracker(env.spec)
+    env.tracker._ev = env.evidence  # what `_track` leaves at the end of every turn
+    env.turn, env.user_rounds, env.done, env.end_reason = st['turn'], st['user_rounds'], False, ""
+    env.dispatches, env.problems, env.errors = list(st['dispatches']), list(st['problems']), list(st['errors'])
+    env._ok_tools, env.t0 = set(st['ok_tools']), time.perf_counter()
+    env.messages = list(st['messages'])
+    if w is None: env._world_reset()  # without a world: its empty state
+    else:
+        env._stage, env.world_events, env._fired, env._stage_ev = w['stage'], list(w['events']), set(w['fired']), dict(w['stage_ev'])
+        env._world_base, env._world_ctx = w['base'], w['ctx']
+    env._started = True
+    return True
 
 # %% ../nbs/06a_adversaries.ipynb #f3128037
 try: from coworkenv.checks import with_footprint

@@ -17,7 +17,7 @@ __all__ = ['SUMMARY', 'COMPACTED', 'AgentError', 'as_messages', 'as_tools', 'Age
            'NullAgent', 'replace_facts', 'ShortcutAgent', 'unique_call_ids', 'to_assistant', 'tools_text',
            'with_tools_text', 'OpenAIAgent', 'ContextOverflow', 'compact_tool_results', 'compactable', 'hf_message',
            'cpu_has_native_bf16', 'fast_dtype', 'new_kv_cache', 'HFAgent', 'redact_trajectory', 'run_episode',
-           'run_batch']
+           'run_batch', 'batch_width']
 
 # %% ../nbs/04_agents.ipynb #5f386a99
 from .core import Message, ToolCall, ToolSpec, Step, TaskSpec, Trajectory
@@ -963,3 +963,8 @@ def run_batch(envs:Sequence, # `CoworkEnv`s (each is reset here)
         err, stage = errors.get(i, (None, 'agent'))
         out.append(_finish(e, agent, err, t0, stage=stage))
     return out
+
+def batch_width(agent:Agent) -> int:
+    "How many conversations `agent` generates together (1: it has no batched `act_batch` of its own)."
+    if type(agent).act_batch is Agent.act_batch: return 1
+    return max(1, int(getattr(agent, 'batch_size', None) or getattr(agent, 'workers', None) or 1))

@@ -13,7 +13,7 @@ from pathlib import Path
 __all__ = ['SPLITS', 'AGENT_HELP', 'SUITE_HELP', 'PIPELINE_PRESETS', 'version', 'agent_names', 'positive_int', 'cmd_run',
            'event_lines', 'transcript_lines', 'cmd_show', 'cmd_tools', 'cmd_play', 'cmd_validate', 'metric_tables',
            'validation_by_family', 'cmd_main', 'cmd_tiny_model', 'suite_specs', 'cmd_rollout', 'held_out', 'cmd_curate',
-           'cmd_eval', 'add_stage_parsers', 'markdown_table', 'cmd_pipeline', 'parser', 'main']
+           'cmd_eval', 'add_stage_parsers', 'markdown_table', 'turn_budget', 'cmd_pipeline', 'parser', 'main']
 
 # %% ../nbs/16_cli.ipynb #6856c36e
 from .core import DataNotFound, SpecError, data_path, grade_lines, load_spec, load_specs, message_line
@@ -393,13 +393,15 @@ PIPELINE_PRESETS = {
                   train_families=['access_request', 'expense_reimbursement', 'meeting_scheduling', 'new_hire_onboarding'],
                   train_seeds=2, test_seeds=1, test_family_seeds=2, difficulty='easy'),
                   sft=dict(max_steps=4, per_device_train_batch_size=1, learning_rate=1e-3, max_length=2048, save_steps=1000),
-                  max_new_tokens=16),
-    # the default: SmolLM2-135M-Instruct (`coworkenv model prepare`), split_default.yaml's held-out families, fewer seeds
+                  max_new_tokens=16, turn_slack=8),
+    # the default: SmolLM2-135M-Instruct (`coworkenv model prepare`), split_default.yaml's held-out families (2 seeds each),
+    # sized for <= 30 minutes on 2 CPU cores: 48 demonstrations (~180k tokens), one epoch at batch 1 (no padding, so SDPA's
+    # causal kernel; padded batches of 4 were over 3x slower per token on CPU), 12 optimizer steps, a checkpoint every 4
     'default': dict(model='smollm2', split=dict(test_families=['offboarding', 'sales_followup', 'vendor_payment', 'incident_triage'],
-                    train_seeds=4, test_seeds=1, test_family_seeds=2),
-                    sft=dict(num_train_epochs=2, per_device_train_batch_size=4, gradient_accumulation_steps=2,
-                             learning_rate=5e-5, warmup_steps=0.05, max_length=6144, save_steps=25),
-                    max_new_tokens=256),
+                    train_seeds=4, test_seeds=0, test_family_seeds=2),
+                    sft=dict(num_train_epochs=1, per_device_train_batch_size=1, gradient_accumulation_steps=4,
+                             learning_rate=1e-4, warmup_steps=0.1, max_length=7168, save_steps=4),
+                    max_new_tokens=256, turn_slack=8),
 }
 
 def _save_specs(specs:list, folder:Path) -> None:
@@ -411,6 +413,12 @@ def markdown_table(df) -> str:
     cells = [[str(c) for c in df.columns]] + [[str(v) for v in row] for row in df.itertuples(index=False)]
     line = lambda r: "| " + " | ".join(x.replace("|", "\\|") for x in r) + " |"
     return "\n".join([line(cells[0]), "|" + "---|" * len(cells[0])] + [line(r) for r in cells[1:]]) + "\n"
+
+def turn_budget(spec, slack:int):
+    "The spec with `limits.max_turns` lowered to its reference plan's length + `slack` (unchanged when that is not lower)."
+    cap = len(spec.solution) + slack
+    if not spec.solution or cap >= spec.limits.max_turns: return spec
+    return spec.model_copy(update={'limits': spec.limits.model_copy(update={'max_turns': cap})})
 
 def cmd_pipeline(a):
     "synthesize → validate → teach (oracle) → curate → SFT → evaluate base vs PocketWorker on held-out families and seeds."
@@ -460,7 +468,9 @@ def cmd_pipeline(a):
                        progress=not a.quiet, **P['sft']))
     loss_figure(r.loss_csv).write_html(out / "sft" / "loss.html", include_plotlyjs='cdn')
     print(f"   {r.metrics['steps']} steps, final loss {r.metrics['final_loss']}, model {r.model_dir}")
-    test = valid['test_families'] + valid['test_seeds']
+    # an evaluation turn budget of the reference plan's length + `turn_slack` (never above the spec's own limit): a model
+    # that loops on one tool call would otherwise run every episode to the spec's 24-54 turns and an 8k-token context
+    test = [turn_budget(s, P['turn_slack']) for s in valid['test_families'] + valid['test_seeds']]
     print(f"{stamp()} 6/6 evaluate base vs PocketWorker on {len(test)} held-out specs (k={a.k})")
     agents = dict(agent_factory(f"{label}=hf:{path}", max_new_tokens=P['max_new_tokens'])
                   for label, path in (('base', base), ('pocketworker', r.model_dir)))

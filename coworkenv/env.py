@@ -214,6 +214,25 @@ def _coerce_message(msg) -> tuple[Message, Optional[str]]:
     t = coerce_turn(msg)
     return t.message, ("; ".join(t.problems) or None)
 
+_set = object.__setattr__
+def _plain(cls) -> bool:
+    "Does `model_construct` only fill `__dict__` and the fields set (no aliases, no extra fields kept, no post-init, not a root model)?"
+    return (not cls.__pydantic_post_init__ and not cls.__pydantic_root_model__ and cls.model_config.get('extra') != 'allow'
+            and all(f.alias is None and f.validation_alias is None for f in cls.__pydantic_fields__.values()))
+_PLAIN = {c: _plain(c) for c in (ToolCall, Message, ToolDispatch)}
+
+def _construct(cls, values:dict, # every field, in declaration order (defaults written out), already valid
+               fields_set=None, # the fields given (default: all)
+              ):
+    """Exactly `cls.model_construct(**{k: values[k] for k in fields_set})` for the plain models made on every turn
+    (`ToolCall`, `Message`, `ToolDispatch`), several times faster. Only for values that are valid as they are."""
+    fs = set(values) if fields_set is None else set(fields_set)
+    if not _PLAIN.get(cls): return cls.model_construct(**{k: v for k, v in values.items() if k in fs})
+    m = cls.__new__(cls)
+    _set(m, '__dict__', values); _set(m, '__pydantic_fields_set__', fs)
+    _set(m, '__pydantic_extra__', None); _set(m, '__pydantic_private__', None)
+    return m
+
 # %% ../nbs/03_env.ipynb #a78ca27c
 def _copy_state(obj) -> dict:
     "Deep copies of an object's attributes that a turn may change (what cannot be copied is left out)."
@@ -309,11 +328,18 @@ class CoworkEnv:
         else:
             r = self.ws.call(call.name, call.arguments, turn=self.turn)
             status, body, text = r.status, r.body, r.text
-        d = ToolDispatch(turn=self.turn, tool_call_id=call.id, tool=call.name, arguments=call.arguments, status=status,
-                         body=body, injected=bool(inj),
-                         latency_ms=round((time.perf_counter() - t) * 1000, 3) if self.record_timings else 0.0)
+        ms, args = round((time.perf_counter() - t) * 1000, 3) if self.record_timings else 0.0, call.arguments
+        if type(args) in (dict, str) and type(status) is int and type(self.turn) is int and type(call.id) is str and type(call.name) is str:
+            # already valid: built as validation would (the arguments a shallow copy), without validating
+            d = _construct(ToolDispatch, {'turn': self.turn, 'tool_call_id': call.id, 'tool': call.name, 'arguments': dict(args) if type(args) is dict else args,
+                                          'status': status, 'body': body, 'latency_ms': ms, 'injected': bool(inj)})
+        else: d = ToolDispatch(turn=self.turn, tool_call_id=call.id, tool=call.name, arguments=args, status=status, body=body,
+                               injected=bool(inj), latency_ms=ms)
         self.dispatches.append(d)
         if d.ok: self._ok_tools.add(call.name)
+        if type(text) is str and type(call.id) is str and type(call.name) is str:
+            return _construct(Message, {'role': 'tool', 'content': text, 'tool_calls': [], 'tool_call_id': call.id, 'name': call.name},
+                              ('role', 'tool_call_id', 'name', 'content'))
         return Message(role='tool', tool_call_id=call.id, name=call.name, content=text)
 
     def evidence(self, live:bool=True) -> Evidence:

@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 from .core import TaskSpec
 from .env import CoworkEnv
 from .checks import pass_at_k
-from .agents import Agent, NullAgent, OracleAgent, ShortcutAgent, run_batch, run_episode
+from .agents import Agent, NullAgent, OracleAgent, ShortcutAgent, batch_width, run_batch, run_episode
 
 # %% ../nbs/13_evaluate.ipynb #cefa73f9
 BASELINES: dict[str, Callable] = {
@@ -45,15 +45,10 @@ def _row(spec:TaskSpec, name:str, trial:int, t) -> dict:
                 turns=t.turns, end_reason=t.end_reason, errored=bool(t.info.get('errored')) or g is None,
                 failed=",".join(i.check_id for i in g.items if not i.passed) if g is not None else "")
 
-def _batchable(agent) -> int:
-    "How many conversations an agent generates together (1: it has no batched `act_batch` of its own)."
-    if type(agent).act_batch is Agent.act_batch: return 1
-    return max(1, int(getattr(agent, 'batch_size', None) or getattr(agent, 'workers', None) or 1))
-
 def _run_jobs(jobs:list, factory:Callable, name:str, error_rate, bar) -> list[dict]:
     "Run `(spec, trial)` jobs of one agent: in lockstep batches when one shared agent generates in batches, else one by one."
     rows, agents = [], [factory(s) for s, _ in jobs[:1]]
-    n = _batchable(agents[0]) if agents else 1
+    n = batch_width(agents[0]) if agents else 1
     shared = n > 1 and all(factory(s) is agents[0] for s, _ in jobs[1:2])
     for i in range(0, len(jobs), n if shared else 1):
         chunk = jobs[i:i + (n if shared else 1)]

@@ -15,11 +15,11 @@ from pydantic import Field
 
 from .core import CoreModel, TaskSpec, Trajectory
 from .env import CoworkEnv
-from .agents import Agent, NullAgent, OracleAgent, run_episode
+from .agents import Agent, NullAgent, OracleAgent, batch_width, run_batch, run_episode
 
 # %% auto #0
-__all__ = ['BACKENDS', 'RolloutRecord', 'episode_key', 'run_trial', 'StoreError', 'TrajectoryStore', 'load_trajectories',
-           'rollout']
+__all__ = ['BACKENDS', 'RolloutRecord', 'episode_key', 'run_trial', 'trial_record', 'StoreError', 'TrajectoryStore',
+           'load_trajectories', 'rollout']
 
 # %% ../nbs/08_rollout.ipynb #1813f733
 class RolloutRecord(CoreModel):
@@ -51,12 +51,16 @@ def run_trial(spec:TaskSpec, # the task
     "Run one episode of `agent` on `spec` with environment seed `trial`; the store record."
     t0 = time.perf_counter()
     traj = run_episode(CoworkEnv(spec, seed=trial), agent, seed=trial)
+    return trial_record(spec, agent, trial, traj, time.perf_counter() - t0)
+
+def trial_record(spec:TaskSpec, agent:Agent, trial:int, traj:Trajectory, wall_s:float) -> RolloutRecord:
+    "The store record of a finished episode."
     g = traj.grade
     return RolloutRecord(key=episode_key(spec.id, agent.name, trial), spec_id=spec.id, agent=agent.name, trial=trial,
                          workflow=spec.workflow, capabilities=list(spec.capabilities), multi_turn=spec.multi_turn,
                          difficulty=spec.difficulty, split=spec.split, score=g.score if g else 0.0,
                          passed=bool(g and g.passed), success=bool(g and getattr(g, 'success', False)),
-                         end_reason=traj.end_reason, wall_s=round(time.perf_counter() - t0, 4), trajectory=traj)
+                         end_reason=traj.end_reason, wall_s=round(wall_s, 4), trajectory=traj)
 
 # %% ../nbs/08_rollout.ipynb #31deaae5
 class StoreError(RuntimeError):
@@ -155,10 +159,30 @@ def _die_with_parent():
         ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except Exception: pass
 
+def _in_process(tasks, factory) -> Iterator:
+    """Tasks in this process. When the factory hands every spec the same agent and that agent generates in batches
+    (`HFAgent`, `OpenAIAgent`: `batch_width` > 1), episodes run in lockstep groups of that width (`run_batch`): one
+    batched generation per turn for the whole group; each record is yielded (and stored) as its group finishes."""
+    specs = [(TaskSpec.model_validate_json(j), t) for j, t in tasks]
+    try: first = factory(specs[0][0]) if specs else None
+    except Exception: first = None  # `_work` reports the error per task
+    n = batch_width(first) if first is not None else 1
+    if n <= 1 or len(specs) < 2 or factory(specs[1][0]) is not first:
+        for t in tasks: yield t, _work(t, factory)
+        return
+    for i in range(0, len(tasks), n):
+        group, t0 = list(zip(tasks[i:i + n], specs[i:i + n])), time.perf_counter()
+        try: trajs = run_batch([CoworkEnv(s, seed=trial) for _, (s, trial) in group], first)
+        except Exception as e:
+            for task, _ in group: yield task, f"{type(e).__name__}: {e}"
+            continue
+        wall = (time.perf_counter() - t0) / len(group)
+        for (task, (s, trial)), traj in zip(group, trajs): yield task, trial_record(s, first, trial, traj, wall)
+
 def _local(tasks, factory, workers:int, address=None) -> Iterator:
     global _FACTORY
     if workers <= 1:
-        for t in tasks: yield t, _work(t, factory)
+        yield from _in_process(tasks, factory)
         return
     import multiprocessing as mp
     _FACTORY = factory  # forked workers inherit it: any callable works, lambdas included

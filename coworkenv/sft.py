@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 # %% auto #0
 __all__ = ['SFTConfigError', 'LoraSettings', 'SFTSettings', 'load_sft_config', 'load_sft_dataset', 'check_sft_dataset',
-           'bf16_supported', 'SFTResult', 'loss_table', 'train_sft', 'loss_figure', 'cmd_sft', 'add_sft_parser']
+           'bf16_supported', 'use_logits_loss', 'logits_loss_trainer', 'SFTResult', 'loss_table', 'train_sft',
+           'loss_figure', 'cmd_sft', 'add_sft_parser']
 
 # %% ../nbs/11_sft.ipynb #e48f5358
 class SFTConfigError(ValueError):
@@ -49,6 +50,7 @@ class SFTSettings(BaseModel):
     assistant_only_loss: bool = True
     bf16: Union[bool, Literal['auto']] = 'auto'
     gradient_checkpointing: bool = False
+    loss_head: Literal['auto', 'fused', 'logits'] = 'auto' # the LM-head loss: 'fused' (TRL's chunked kernel), 'logits' (the model's own), 'auto': fused on GPU, logits on CPU
     lora: Optional[LoraSettings] = None
     seed: int = 0
     logging_steps: int = Field(1, ge=1)
@@ -149,7 +151,7 @@ def _trl_args(cfg:SFTSettings, bf16:bool):
                      gradient_accumulation_steps=cfg.gradient_accumulation_steps, learning_rate=cfg.learning_rate,
                      lr_scheduler_type=cfg.lr_scheduler_type, warmup_steps=cfg.warmup_steps if cfg.warmup_steps < 1 else int(cfg.warmup_steps), weight_decay=cfg.weight_decay,
                      max_length=cfg.max_length, packing=cfg.packing, assistant_only_loss=cfg.assistant_only_loss,
-                     bf16=bf16, seed=cfg.seed, **({'gradient_checkpointing': True} if cfg.gradient_checkpointing else {}),
+                     bf16=bf16, seed=cfg.seed, activation_checkpointing=cfg.gradient_checkpointing,  # always passed: TRL's own default is on
                      logging_steps=cfg.logging_steps, save_strategy='steps', save_steps=cfg.save_steps,
                      save_total_limit=cfg.save_total_limit, report_to=[], disable_tqdm=not cfg.progress,
                      use_cpu=not torch.cuda.is_available(), dataloader_num_workers=0)
@@ -159,6 +161,29 @@ def _peft(cfg:SFTSettings):
     from peft import LoraConfig
     return LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, lora_dropout=cfg.lora.dropout,
                       target_modules=cfg.lora.target_modules, task_type='CAUSAL_LM')
+def use_logits_loss(cfg:SFTSettings) -> bool:
+    "Whether the loss comes from the model's own logits (`loss_head`; 'auto': on CPU, where TRL's fused head is slower)."
+    import torch
+    return cfg.loss_head == 'logits' or (cfg.loss_head == 'auto' and not torch.cuda.is_available())
+
+def logits_loss_trainer():
+    "`SFTTrainer` whose loss is the model's own causal-LM loss on the collator's labels (the same masked tokens), not TRL's fused LM head."
+    import torch
+    from trl import SFTTrainer
+    class LogitsLossSFTTrainer(SFTTrainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            inputs = {**inputs, 'use_cache': False}
+            out = model(**inputs, num_items_in_batch=num_items_in_batch)
+            mode = 'train' if self.model.training else 'eval'
+            with torch.no_grad():  # the metrics TRL logs: token accuracy on the trained tokens, tokens seen
+                labels = inputs['labels'][:, 1:]; keep = labels != -100
+                right = (out.logits[:, :-1].argmax(-1) == labels) & keep
+                self._metrics[mode]['mean_token_accuracy'].append((right.sum() / keep.sum().clamp(min=1)).item())
+                if mode == 'train': self._total_train_tokens += int(inputs['attention_mask'].sum()) if 'attention_mask' in inputs else labels.numel() + labels.shape[0]
+                self._metrics[mode]['num_tokens'] = [self._total_train_tokens]
+            return (out.loss, out) if return_outputs else out.loss
+    return LogitsLossSFTTrainer
+
 
 # %% ../nbs/11_sft.ipynb #953d9f20
 @dataclass
@@ -201,7 +226,7 @@ def train_sft(config, # a YAML path, dict or `SFTSettings`
     bf16 = bf16_supported() if cfg.bf16 == 'auto' else bool(cfg.bf16)
     out.mkdir(parents=True, exist_ok=True)
     (out/'sft_config.yaml').write_text(yaml.safe_dump(cfg.model_dump(), sort_keys=False))
-    trainer = SFTTrainer(model=model, args=_trl_args(cfg, bf16), train_dataset=ds, processing_class=tok,
+    trainer = (logits_loss_trainer() if use_logits_loss(cfg) else SFTTrainer)(model=model, args=_trl_args(cfg, bf16), train_dataset=ds, processing_class=tok,
                          peft_config=_peft(cfg))
     n_kept = len(trainer.train_dataset)
     if n_kept == 0:

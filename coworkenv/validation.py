@@ -40,6 +40,7 @@ from .checks import get_path, run_check, grade as grade_evidence, pattern_risk
 from .env import CoworkEnv, DEFAULT_SYSTEM_PROMPT
 from .agents import PlanAgent, OracleAgent, NullAgent, ShortcutAgent, is_transient_error
 from .adversaries import ADVERSARIES, Catalog, Variant, adversary_variants, _LazyTracker, audit_env, fast_apply, fast_step, plan_turn, play_variant, state_key, with_footprint
+from .adversaries import FORK_MIN_STEPS, Fork, fork_episode, resume_episode, shared_prefix, step_key, cached_step_key, summary_turn
 import coworkenv.workspace  # registers the services
 
 # %% ../nbs/07_validation.ipynb #2fe3fce7
@@ -207,39 +208,98 @@ def _plan_key(plan:list) -> str: return json.dumps([s.model_dump(mode='json') fo
 
 class Runs:
     "Runs agents on a spec, caching each plan's run; one environment for the cached runs."
-    def __init__(self, spec:TaskSpec, max_steps:int=200):
+    def __init__(self, spec:TaskSpec, max_steps:int=200,
+                 variants:int=0, # adversary variants the sensitivity stage will play (`sample`): their shared prefixes are kept too
+                ):
         self.spec, self.max_steps, self._env, self.cache, self.turns = spec, max_steps, None, {}, {}
         self.user = 'scripted' if spec.multi_turn else 'none'
+        self.n_variants, self._sample, self._pending, self.forks = variants, None, None, {}
+        self._plan_keys = {}  # id -> (plan, key): the plan is kept alive, so its id is not reused
 
     @property
     def env(self) -> CoworkEnv:
         if self._env is None: self._env = CoworkEnv(self.spec, user=self.user)
         return self._env
 
+    def sample(self, k:int) -> list[Variant]:
+        "`sensitivity_sample(spec, k)`, drawn once."
+        if self._sample is None or self._sample[0] != k: self._sample = (k, sensitivity_sample(self.spec, k))
+        return list(self._sample[1])
+
+    def keys(self, plan:list) -> tuple:
+        "The `step_key`s of a plan (each step's computed once, shared with `plan_turn`)."
+        return tuple(cached_step_key(self.turns, s) for s in plan)
+
+    def pending(self) -> list[tuple]:
+        "The `keys` of the plans still to play: the spec's plans and the sampled variants (those that do not adapt)."
+        if self._pending is None:
+            plans = [self.spec.solution, *self.spec.alternatives, *[n.plan for n in self.spec.negatives]]
+            if self.n_variants > 0:
+                try: plans += [v.plan for v in self.sample(self.n_variants) if v.adapt is None]
+                except Exception: pass  # the sensitivity stage draws it again and reports why
+            self._pending = [self.keys(p) for p in plans]
+        return self._pending
+
+    def fork_for(self, keys:tuple) -> Optional[Fork]:
+        "The fork with the longest prefix of a plan's `keys`, if any."
+        for d in range(len(keys), FORK_MIN_STEPS - 1, -1):
+            f = self.forks.get(keys[:d])
+            if f is not None: return f
+        return None
+
+    def variant_fork(self, v:Variant) -> Optional[Fork]:
+        "A fork `play_variant` can resume `v` from (None: play it from the start)."
+        return None if v.adapt is not None or not self.forks else self.fork_for(self.keys(v.plan))
+
+    def _fork_points(self, keys:tuple, start:int) -> set[int]:
+        "The positions of this plan where a pending plan departs from it (past `start`, without a fork yet)."
+        out = set()
+        for q in self.pending():
+            d = shared_prefix(keys, q)
+            if d > start and d >= FORK_MIN_STEPS and keys[:d] not in self.forks: out.add(d)
+        return out
+
     def play(self, name:str, agent, env:Optional[CoworkEnv]=None, graded:bool=True) -> Run:
         """Run `agent` for one episode (no caching). A `PlanAgent` is stepped here, exactly as its `act` would
         (one step per turn, transient errors retried), keeping its plan position instead of replaying the
-        conversation every turn; each `ask` step's user reply is recorded."""
+        conversation every turn; each `ask` step's user reply is recorded. In the runs' own environment a plan
+        resumes the fork of its longest shared prefix, and leaves forks where pending plans depart from it."""
         run = Run(name)
         try:
             env = env or self.env
-            _, tools = env.reset()
-            env.tracker = _LazyTracker(env.spec)  # the env's spec: with its footprint checks
             plan = getattr(agent, 'plan', None) if isinstance(agent, PlanAgent) else None
-            pos = retries = 0
-            for _ in range(self.max_steps):
+            keys = self.keys(plan) if (plan is not None and env is self._env and type(agent) in (PlanAgent, OracleAgent)
+                                       and agent.max_retries == 3) else None  # forks: plain plan agents, as `plan` makes them
+            fork = self.fork_for(keys) if keys is not None and self.forks else None
+            if fork is not None and resume_episode(env, fork.state):
+                tools, pos, used, retried = list(env.tools), fork.pos, fork.iters, fork.retried
+                run.step_turns, run.asks = dict(fork.step_turns), list(fork.asks)
+            else:
+                _, tools = env.reset()
+                env.tracker = _LazyTracker(env.spec)  # the env's spec: with its footprint checks
+                pos = used = 0; retried = False
+            if keys is not None and keys in self.pending(): self._pending.remove(keys)  # played now (an equal variant stays pending)
+            wanted = self._fork_points(keys, pos) if keys is not None else ()
+            retries = 0
+            for it in range(used, self.max_steps):
+                if wanted and pos in wanted and retries == 0:  # a pending plan departs here: keep this state
+                    st = fork_episode(env)
+                    if st is not None: self.forks[keys[:pos]] = Fork(keys[:pos], pos, it, retried, st, dict(run.step_turns), list(run.asks))
                 if plan is not None and pos < len(plan):  # a plan step's message, coerced once per step (`plan_turn`)
                     t = plan_turn(self.turns, agent, plan[pos], env.turn + 1)
                     msg, r = t.message, fast_apply(env, t)  # no per-turn rollback checkpoint: a crash is a finding
-                else:
-                    msg = agent.act(env.messages, tools) if plan is None else Message(role='assistant', content=agent.summary)
+                elif plan is None:
+                    msg = agent.act(env.messages, tools)
                     r = fast_step(env, msg)
+                else:  # the plan is done: its summary, coerced once (`summary_turn`)
+                    t = summary_turn(self.turns, agent.summary)
+                    msg, r = t.message, fast_apply(env, t)
                 if plan is not None:
                     if pos < len(plan):
                         run.step_turns[pos] = env.turn
                         if plan[pos].kind == 'ask': run.asks.append((pos, plan[pos].fact, env.turn, r.info.get('user')))
                     if (msg.tool_calls and pos < len(plan) and retries < agent.max_retries
-                            and any(m.role == 'tool' and is_transient_error(m.content) for m in r.messages)): retries += 1
+                            and any(m.role == 'tool' and is_transient_error(m.content) for m in r.messages)): retries += 1; retried = True
                     else: pos, retries = pos + 1, 0
                 if r.done: break
             if graded: run.grade = grade_evidence(env.spec, env.evidence(live=True))  # checks only read: no copies needed
@@ -254,8 +314,10 @@ class Runs:
         return run
 
     def plan(self, name:str, plan:list) -> Run:
-        "The (cached) run of a plan."
-        k = _plan_key(plan)
+        "The (cached) run of a plan (its key computed once per plan list)."
+        hit = self._plan_keys.get(id(plan))
+        if hit is None or hit[0] is not plan: hit = self._plan_keys[id(plan)] = (plan, _plan_key(plan))
+        k = hit[1]
         if k not in self.cache: self.cache[k] = self.play(name, PlanAgent(self.spec, plan, name=name))
         return self.cache[k]
 
@@ -853,11 +915,12 @@ def sensitivity_findings(spec:TaskSpec, runs:Runs,
     if null.grade is not None and (null.grade.success or null.grade.passed):
         fs.append(finding('sens.do_nothing', 'checks', f"an agent that does nothing scores {null.grade.score:.2f} "
                           f"(strict success {null.grade.success}); it passes {_passed_checks(null.grade)}"))
-    variants = sensitivity_sample(spec, k) if k > 0 else []
+    variants = (runs.sample(k) if runs.spec is spec else sensitivity_sample(spec, k)) if k > 0 else []
     if not variants: return fs
     env, refs = audit_env(spec), None
     for v in variants:
-        o = play_variant(env, v, keep_state=v.same_text)
+        o = play_variant(env, v, keep_state=v.same_text, fork=runs.variant_fork(v) if runs.spec is spec else None,
+                         turns=runs.turns if runs.spec is spec else None)
         if o.error:
             fs.append(finding('sens.crashed', _variant_path(v), f"running adversary variant {v.name!r} crashed: {o.error}")); continue
         g = o.grade
@@ -1281,7 +1344,8 @@ def validate(spec_or_doc, # a TaskSpec, a dict, a path to a .json/.yaml spec, or
     spec, fs, sid = load_for_validation(spec_or_doc)
     if spec is not None: spec = attach_footprint(spec)
     ran = ['schema'] if 'schema' in want or spec is None else []
-    runs = Runs(spec) if spec is not None else None
+    k = (SENSITIVITY_SAMPLE if sample is None else sample) if 'sensitivity' in want else 0
+    runs = Runs(spec, variants=k if spec.compat != 'claweval' else 0) if spec is not None else None
     if spec is not None:
         sens = {}
         steps = {'references': lambda: source_findings(spec) + (static_reference_findings(spec) + event_reference_findings(spec)

@@ -135,3 +135,24 @@ def test_ray_backend(tmp_path, reference):
     import ray
     assert not ray.is_initialized()  # the local Ray it started is shut down
     assert took < 60, took
+
+
+class BatchedOracle(OracleAgent):
+    "One shared agent for every spec that generates in batches: records each `act_batch` width."
+    batch_size = 4
+    def __init__(self):
+        self.widths, self.name, self.by_conv = [], "oracle", {}
+    def _agent(self, messages):
+        spec = next(s for s in SPECS if s.request in (messages[1].content or ""))
+        return self.by_conv.setdefault(id(messages[0]), OracleAgent(spec))
+    def act_batch(self, batch):
+        self.widths.append(len(batch))
+        return [self._agent(m).act(m, t) for m, t in batch]
+
+
+def test_shared_batched_agent_runs_in_lockstep_groups(tmp_path, reference):
+    agent = BatchedOracle()
+    recs = rollout(SPECS, lambda spec: agent, k=K, store=tmp_path / "s", progress=False)
+    assert max(agent.widths) == 4 and len(recs) == len(SPECS) * K  # 12 episodes in groups of 4, not one by one
+    assert [(r.key, r.score, r.passed) for r in recs] == [(r.key, r.score, r.passed) for r in reference]
+    assert lines(tmp_path / "s") == len(recs)

@@ -1,0 +1,230 @@
+"""SFT gains: base SmolLM2-135M vs PocketWorker-135M on environments it never saw (resumable).
+
+  .venv/bin/python experiments/sft_gains.py                  # the real run (hours on 2 CPU cores; resumable)
+  .venv/bin/python experiments/sft_gains.py --quick --out /tmp/sft_gains_quick   # the same path, tiny model, ~2 min
+  .venv/bin/python experiments/sft_gains.py --report          # only rebuild the tables from what is saved
+  .venv/bin/python experiments/sft_gains.py --readme          # ... and write the table into README.md
+
+Stages, each skipped when its output is already saved (so an interrupted run continues where it stopped):
+  1. split: `split_specs` on the split config (held-out families + held-out seeds of training families; the
+     contamination check fails the run), every spec validated; specs saved under OUT/specs/<split>/.
+  2. teach: the oracle on the valid training specs, into an append-only trajectory store (OUT/store).
+  3. for each training seed s: curate (tool-list variation seeded by s) -> OUT/curated_s<s>; SFT (the config,
+     `seed=s`; TRL checkpoints, resumed) -> OUT/sft_s<s>.
+  4. evaluate base and each PocketWorker on the held-out specs, k trials -> OUT/eval/<agent>.csv (one file per agent).
+  5. report: OUT/results.csv (every trial), OUT/gains.csv / gains.md (the paper's table: per split, base vs each seed
+     and the seed mean, with 95% bootstrap CIs over tasks and paired deltas), OUT/gains.json, OUT/fig_gains.html.
+"""
+import argparse, json, re, sys, time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+OUT_DEFAULT = ROOT / "experiments" / "results" / "sft_gains"
+README_BEGIN, README_END = "<!-- sft_gains:begin -->", "<!-- sft_gains:end -->"
+
+QUICK = dict(split=dict(test_families=['offboarding', 'vendor_payment'],
+                        train_families=['access_request', 'expense_reimbursement', 'meeting_scheduling', 'new_hire_onboarding'],
+                        train_seeds=2, test_seeds=1, test_family_seeds=2, difficulty='easy'),
+             sft=dict(max_steps=3, per_device_train_batch_size=1, learning_rate=1e-3, max_length=2048, save_steps=1000),
+             max_new_tokens=16)
+
+
+def log(msg): print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def stage_split(out:Path, split_cfg):
+    "Split, validate, save; reload when saved."
+    from coworkenv.core import load_spec
+    from coworkenv.evaluate import split_specs
+    from coworkenv.validation import validate
+    done = out / "specs" / "DONE"
+    names = ('train', 'test_families', 'test_seeds')
+    if done.is_file():
+        return {n: [load_spec(p) for p in sorted((out / "specs" / n).glob("*.json"))] for n in names}
+    sp = split_specs(split_cfg)
+    sp.contamination.to_csv(out / "contamination.csv", index=False)
+    valid = {}
+    for n in names:
+        specs = sp[n]
+        res = [validate(s) for s in specs]
+        valid[n] = [s for s, r in zip(specs, res) if r.passed]
+        (out / "specs" / n).mkdir(parents=True, exist_ok=True)
+        for s in valid[n]:
+            (out / "specs" / n / f"{s.id}.json").write_text(json.dumps(s.model_dump(mode='json'), indent=1, ensure_ascii=False) + "\n")
+        log(f"  {n}: {len(valid[n])}/{len(specs)} valid")
+    done.write_text("ok\n")
+    return valid
+
+
+def stage_sft(out:Path, seed:int, recs, split_cfg, base, sft_cfg:dict, quick:bool):
+    "Curate with this seed's tool-list variation, then SFT with this seed (resumed from its last checkpoint)."
+    from coworkenv.cli import held_out
+    from coworkenv.curation import curate
+    from coworkenv.sft import train_sft
+    cur_dir = out / f"curated_s{seed}"
+    if not (cur_dir / "train.jsonl").is_file():
+        held, _ = held_out(recs, split_cfg)
+        cur = curate(held, tokenizer=base, out=cur_dir, seed=seed)
+        log(f"  curated seed {seed}: {cur.card['rows']} rows")
+    r = train_sft(sft_cfg, model=str(base), dataset=str(cur_dir), output_dir=str(out / f"sft_s{seed}"), seed=seed,
+                  progress=not quick, **(QUICK['sft'] if quick else {}))
+    log(f"  SFT seed {seed}: {r.metrics.get('steps')} steps, final loss {r.metrics.get('final_loss')}, "
+        f"{r.metrics.get('wall_s')} s")
+    return r.model_dir
+
+
+def stage_eval(out:Path, label:str, path, test:list, k:int, max_new_tokens:int, quick:bool):
+    "Evaluate one agent on every held-out spec (skipped when its CSV is saved)."
+    import pandas as pd
+    from coworkenv.evaluate import agent_factory, evaluate
+    f = out / "eval" / f"{label}.csv"
+    if f.is_file(): return pd.read_csv(f)
+    t0 = time.time()
+    df = evaluate(test, dict([agent_factory(f"{label}=hf:{path}", max_new_tokens=max_new_tokens)]), k=k, progress=not quick)
+    f.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(f.with_suffix('.tmp'), index=False); f.with_suffix('.tmp').replace(f)  # atomic: a killed run leaves no half file
+    log(f"  evaluated {label}: {len(df)} episodes in {time.time() - t0:.0f} s, mean score {100 * df.score.mean():.1f}")
+    return df
+
+
+def gains_table(df, seeds:list, n_boot:int=1000):
+    "The paper's table per split: base, each PocketWorker seed, and the mean over seeds (with the seeds' spread)."
+    import numpy as np, pandas as pd
+    from coworkenv.evaluate import eval_summary, headline, paired_delta
+    rows = []
+    for split, g in df.groupby('split', sort=False):
+        h = headline(eval_summary(g, n_boot=n_boot))
+        mt = g[g.multi_turn.astype(str).str.lower().isin(('true', '1'))]
+        for agent in h.index:
+            row = dict(split=split, agent=agent, tasks=g.spec_id.nunique(), k=int(g.trial.max()) + 1, **h.loc[agent].to_dict())
+            if agent != 'base':
+                d = paired_delta(g, 'base', agent, 'score', n_boot=n_boot)
+                row['Δ mean'] = f"{d['delta']:+.1f} [{d['lo']:+.1f}, {d['hi']:+.1f}]"
+                if len(mt):
+                    dm = paired_delta(mt, 'base', agent, 'score', n_boot=n_boot)
+                    row['Δ multi-turn'] = f"{dm['delta']:+.1f} [{dm['lo']:+.1f}, {dm['hi']:+.1f}]"
+            rows.append(row)
+        pws = [f"pocketworker_s{s}" for s in seeds if f"pocketworker_s{s}" in set(g.agent)]
+        if len(pws) > 1:  # the mean over training seeds: mean ± standard deviation of the per-seed estimates
+            est = lambda a, sub: 100 * sub[sub.agent == a].groupby('spec_id').score.mean().mean()
+            cell = lambda vals: f"{np.mean(vals):.1f} ± {np.std(vals, ddof=1):.1f}" if len(vals) > 1 else '—'
+            gen = g[~g.index.isin(mt.index)]
+            base_m, base_mt = est('base', g), est('base', mt) if len(mt) else float('nan')
+            rows.append(dict(split=split, agent=f"pocketworker (mean of {len(pws)} seeds)", tasks=g.spec_id.nunique(),
+                             k=int(g.trial.max()) + 1, mean=cell([est(a, g) for a in pws]),
+                             general=cell([est(a, gen) for a in pws]) if len(gen) else '—',
+                             **{'multi-turn': cell([est(a, mt) for a in pws]) if len(mt) else '—'},
+                             **{'Δ mean': cell([est(a, g) - base_m for a in pws]),
+                                'Δ multi-turn': cell([est(a, mt) - base_mt for a in pws]) if len(mt) else '—'}))
+    return pd.DataFrame(rows).fillna('—')
+
+
+def gains_figure(df):
+    "Mean score per split and agent (×100) with 95% bootstrap CIs over tasks."
+    import plotly.graph_objects as go
+    from coworkenv.evaluate import eval_summary
+    fig = go.Figure()
+    for what, value in (('overall', 'all'), ('turns', 'multi-turn')):
+        for split, g in df.groupby('split', sort=False):
+            e = eval_summary(g)
+            e = e[(e.group == what) & (e.value == value) & (e.metric == 'score')]
+            if e.empty: continue
+            fig.add_trace(go.Bar(name=f"{split} · {value}", x=list(e.agent), y=list(e.estimate),
+                                 error_y=dict(type='data', symmetric=False, array=list(e.hi - e.estimate),
+                                              arrayminus=list(e.estimate - e.lo))))
+    fig.update_layout(barmode='group', title='SFT gains: mean score ×100 on held-out environments (95% CI over tasks)',
+                      yaxis_title='score ×100', yaxis_range=[0, 105], height=420, margin=dict(t=50, b=40))
+    return fig
+
+
+def report(out:Path, seeds:list):
+    "Rebuild results.csv, gains.{csv,md,json} and the figure from the saved per-agent evaluations."
+    import pandas as pd
+    from coworkenv.cli import markdown_table
+    files = sorted((out / "eval").glob("*.csv"))
+    if not files: raise FileNotFoundError(f"no evaluations saved under {out / 'eval'} yet: run the experiment first")
+    df = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+    df.to_csv(out / "results.csv", index=False)
+    table = gains_table(df, seeds)
+    table.to_csv(out / "gains.csv", index=False)
+    (out / "gains.md").write_text(markdown_table(table))
+    meta = dict(agents=sorted(df.agent.unique()), seeds_evaluated=sorted(int(a.rsplit('s', 1)[1]) for a in df.agent.unique() if a.startswith('pocketworker_s')),
+                episodes=len(df), tasks=int(df.spec_id.nunique()),
+                sft={s: json.loads((out / f"sft_s{s}" / "sft_result.json").read_text())['metrics']
+                     for s in seeds if (out / f"sft_s{s}" / "sft_result.json").is_file()})
+    (out / "gains.json").write_text(json.dumps(meta, indent=1, default=str) + "\n")
+    gains_figure(df).write_html(out / "fig_gains.html", include_plotlyjs='cdn')
+    return table, meta
+
+
+def write_readme(out:Path, table, meta, readme:Path=ROOT / "README.md"):
+    "Replace the marked block of README.md with the table generated from the saved results."
+    from coworkenv.cli import markdown_table
+    text = readme.read_text()
+    if README_BEGIN not in text or README_END not in text:
+        raise ValueError(f"{readme} has no {README_BEGIN} ... {README_END} block to fill")
+    rel = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
+    seeds = meta['seeds_evaluated']
+    note = (f"Generated by `python experiments/sft_gains.py --readme` from `{rel}/` ({meta['episodes']} episodes on "
+            f"{meta['tasks']} held-out tasks; PocketWorker seeds evaluated so far: {seeds or 'none'}). Scores ×100, "
+            f"95% bootstrap CIs over tasks; Δ: paired difference with the base model on the same tasks.\n\n")
+    block = f"{README_BEGIN}\n{note}{markdown_table(table)}{README_END}"
+    readme.write_text(re.sub(re.escape(README_BEGIN) + r".*?" + re.escape(README_END), lambda m: block, text, flags=re.S))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--split', default=str(ROOT / "experiments/configs/split_default.yaml"), help="split config YAML")
+    ap.add_argument('--sft', default=str(ROOT / "experiments/configs/sft_default.yaml"), help="SFT config YAML (model, dataset and output_dir are set here)")
+    ap.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2], help="training seeds (default: 0 1 2)")
+    ap.add_argument('-k', type=int, default=3, help="trials per held-out task and agent (default: 3)")
+    ap.add_argument('--max-new-tokens', type=int, default=256, help="new tokens per model turn (default: 256)")
+    ap.add_argument('--out', default=str(OUT_DEFAULT), help=f"results folder (default: {OUT_DEFAULT.relative_to(ROOT)})")
+    ap.add_argument('--quick', action='store_true', help="the tiny random model, a small split, 3 SFT steps (CI: the same code path in minutes)")
+    ap.add_argument('--report', action='store_true', help="only rebuild the tables and figure from the saved evaluations")
+    ap.add_argument('--readme', action='store_true', help="also write the table into README.md's sft_gains block")
+    ap.add_argument('--stop-after', choices=['split', 'teach', 'sft', 'eval'], default=None, help="stop after this stage (for staged runs)")
+    a = ap.parse_args(argv)
+    out = Path(a.out).expanduser().resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    if not a.report:
+        import yaml
+        from coworkenv.agents import OracleAgent
+        from coworkenv.evaluate import load_split_config
+        from coworkenv.rollout import rollout
+        split_cfg = load_split_config(QUICK['split'] if a.quick else a.split)
+        sft_cfg = yaml.safe_load(Path(a.sft).read_text()) if not a.quick else {}
+        max_new = QUICK['max_new_tokens'] if a.quick else a.max_new_tokens
+        log(f"1/4 split ({'quick' if a.quick else Path(a.split).name}): test families {split_cfg.test_families}")
+        valid = stage_split(out, split_cfg)
+        test = valid['test_families'] + valid['test_seeds']
+        if a.stop_after == 'split': return 0
+        log(f"2/4 teach: the oracle on {len(valid['train'])} training specs")
+        recs = rollout(valid['train'], OracleAgent, k=1, store=out / "store", progress=False)
+        if a.stop_after == 'teach': return 0
+        if a.quick:
+            from coworkenv.models import build_tiny_model
+            base = build_tiny_model()
+        else:
+            from coworkenv.models import prepare_base_model
+            base = prepare_base_model('smollm2')
+        log(f"3/4 evaluate the base model on {len(test)} held-out tasks, k={a.k}")
+        stage_eval(out, 'base', base, test, a.k, max_new, a.quick)
+        for s in a.seeds:
+            if (out / "eval" / f"pocketworker_s{s}.csv").is_file(): continue  # evaluated before (its model need not be kept)
+            log(f"4/4 seed {s}: curate, SFT, evaluate")
+            model = stage_sft(out, s, recs, split_cfg, base, sft_cfg, a.quick)
+            if a.stop_after == 'sft': continue
+            stage_eval(out, f"pocketworker_s{s}", model, test, a.k, max_new, a.quick)
+    table, meta = report(out, a.seeds)
+    import pandas as pd
+    with pd.option_context('display.width', 250, 'display.max_columns', 20, 'display.max_colwidth', 40):
+        print(table.to_string(index=False))
+    print(f"wrote {out}/gains.{{csv,md,json}}, results.csv, fig_gains.html")
+    if a.readme: write_readme(out, table, meta)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
