@@ -285,3 +285,14 @@ def test_every_help_text_renders(capsys):
     for name, sp in subs.choices.items():
         assert sp.format_help(), name
     assert "eval" in capsys.readouterr().out
+
+
+def test_turn_budget_caps_at_plan_length_plus_slack():
+    from coworkenv.cli import turn_budget
+    from coworkenv.core import load_spec
+    from coworkenv.synthesis import synthesize
+    s = synthesize(n=1, seed=0, progress=False)[0]
+    capped = turn_budget(s, 3)
+    assert capped.limits.max_turns == min(s.limits.max_turns, len(s.solution) + 3) < s.limits.max_turns
+    assert s.limits.max_turns > capped.limits.max_turns and capped.solution == s.solution  # a copy: the spec is unchanged
+    assert turn_budget(s, 10_000) is s  # never raised above the spec's own limit
