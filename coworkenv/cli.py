@@ -539,6 +539,8 @@ def parser() -> argparse.ArgumentParser:
     add_model_parser(sub)
     from coworkenv.sft import add_sft_parser
     add_sft_parser(sub)
+    from coworkenv.rl import add_rl_parser
+    add_rl_parser(sub)
     from coworkenv.widgets import add_studio_parser  # `coworkenv studio [DIR]`: the Voila studio (15_widgets)
     add_studio_parser(sub)
     m = sub.add_parser("tiny-model", help="build the tiny test model", description=cmd_tiny_model.__doc__)
