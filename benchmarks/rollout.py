@@ -44,9 +44,11 @@ def load_specs(n:int):
 
 
 def run_mode(agent, specs, batch:int, max_turns:int) -> dict:
+    "Run every spec (in the given order) at this batch size from an empty KV cache store; the agent's figures."
     from coworkenv.agents import run_batch, run_episode
     from coworkenv.env import CoworkEnv
     for k in agent.stats: agent.stats[k] = 0 if isinstance(agent.stats[k], int) else 0.0
+    agent._kvs = []  # nothing computed by an earlier mode is reused
     agent.batch_size = batch
     t0, c0 = time.perf_counter(), time.process_time()
     if batch == 1: trajs = [run_episode(CoworkEnv(s, max_turns=max_turns), agent, seed=0) for s in specs]
@@ -71,6 +73,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--model', default='smollm2', help="'smollm2' (prepared offline) or a model folder")
     ap.add_argument('--specs', type=int, default=8)
+    ap.add_argument('--trials', type=int, default=1, help="episodes per spec, consecutive (k trials for pass^k, a GRPO group): "
+                    "batch 1 reuses the previous trial's stored cache, batch N shares the prompt's prefill within the batch")
     ap.add_argument('--batch', type=int, default=8)
     ap.add_argument('--max-new-tokens', type=int, default=64)
     ap.add_argument('--max-turns', type=int, default=2)
@@ -84,11 +88,11 @@ def main(argv=None):
     import torch
     if a.threads: torch.set_num_threads(a.threads)
     from coworkenv.agents import HFAgent, fast_dtype
-    specs = load_specs(a.specs)
+    specs = [s for s in load_specs(a.specs) for _ in range(max(1, a.trials))]
     agent = HFAgent(path, max_new_tokens=a.max_new_tokens, dtype=a.dtype)
     print(f"model {path.name}: dtype {agent.hf_model.dtype} (auto -> {fast_dtype('cpu')}), window {agent.window}, "
           f"torch threads {torch.get_num_threads()}, load avg {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    print(f"{len(specs)} specs from data/examples, max_turns {a.max_turns}, max_new_tokens {a.max_new_tokens}, greedy")
+    print(f"{a.specs} specs from data/examples x {a.trials} trial(s) = {len(specs)} episodes, max_turns {a.max_turns}, max_new_tokens {a.max_new_tokens}, greedy")
     modes = [int(x) for x in (a.modes or f"1,{a.batch}").split(',')]
     res = []
     for b in modes:

@@ -16,8 +16,8 @@ __all__ = ['SUMMARY', 'COMPACTED', 'AgentError', 'as_messages', 'as_tools', 'Age
            'parse_tool_calls', 'is_transient_error', 'call_sentence', 'ask_sentence', 'PlanAgent', 'OracleAgent',
            'NullAgent', 'replace_facts', 'ShortcutAgent', 'unique_call_ids', 'to_assistant', 'tools_text',
            'with_tools_text', 'OpenAIAgent', 'ContextOverflow', 'compact_tool_results', 'compactable', 'hf_message',
-           'cpu_has_native_bf16', 'fast_dtype', 'new_kv_cache', 'HFAgent', 'redact_trajectory', 'run_episode',
-           'run_batch', 'batch_width']
+           'cpu_has_native_bf16', 'fast_dtype', 'new_kv_cache', 'common_prefix', 'HFAgent', 'redact_trajectory',
+           'run_episode', 'run_batch', 'batch_width']
 
 # %% ../nbs/04_agents.ipynb #5f386a99
 from .core import Message, ToolCall, ToolSpec, Step, TaskSpec, Trajectory
@@ -593,6 +593,14 @@ def new_kv_cache(config, # the model's config
     return cache
 
 # %% ../nbs/04_agents.ipynb #f6b2d051
+def common_prefix(a:Sequence, b:Sequence) -> int:
+    "How many leading items `a` and `b` share."
+    n = 0
+    for x, y in zip(a, b):
+        if x != y: break
+        n += 1
+    return n
+
 class HFAgent(Agent):
     """An agent backed by a local transformers causal LM: batched greedy generation that stops at the end of a tool call
     or message, knows the model's context window, and reuses the KV cache across turns of one conversation."""
@@ -702,17 +710,33 @@ class HFAgent(Agent):
         probs = torch.softmax(logits.float() / self.temperature, -1)
         return torch.multinomial(probs, 1, generator=gen)[:, 0]
 
-    def _take_cache(self, row:list[int]):
-        "`(cache, n)`: the stored cache sharing the longest prefix (>= 16 tokens) with `row`, cropped to it; else `(None, 0)`."
+    def _stored_prefix(self, row:list[int]) -> tuple[int|None, int]:
+        "`(index, n)`: the stored cache sharing the longest prefix with `row` (n tokens), or `(None, 0)`."
         best, n = None, 0
         for j, (ids, _) in enumerate(self._kvs):
-            k = 0
-            for a, b in zip(ids, row):
-                if a != b: break
-                k += 1
+            k = common_prefix(ids, row)
             if k > n: best, n = j, k
-        n = min(n, len(row) - 1)
-        if best is None or n < 16: return None, 0
+        return best, n
+
+    def _take_cache(self, row:list[int], # the prompt ids to prefill
+                    donors:Sequence=(), # `(ids, cache)` of rows of the same batch already prefilled (not consumed)
+                   ):
+        """`(cache, n)`: a cache holding the longest prefix (>= 16 tokens, at most all but the last token) of `row`,
+        cropped to it: a stored cache (taken, as it is this conversation's previous turn), or a copy of the prefix of a
+        row of the same batch (`donors`: k trials of one task or a GRPO group share their whole prompt); else `(None, 0)`."""
+        best, n = self._stored_prefix(row)
+        donor, nd = None, 0
+        for ids, kv in donors:
+            k = common_prefix(ids, row)
+            if k > nd: donor, nd = kv, k
+        cap = len(row) - 1
+        if max(min(n, cap), min(nd, cap)) < 16: return None, 0
+        if min(nd, cap) > min(n, cap):
+            n, out = min(nd, cap), new_kv_cache(self.hf_model.config)
+            for li, layer in enumerate(donor.layers):
+                out.update(layer.keys[:, :, :n].clone(), layer.values[:, :, :n].clone(), li)
+            return out, n
+        n = min(n, cap)
         ids, kv = self._kvs.pop(best)
         if len(ids) > n: kv.crop(n - len(ids))  # a negative count removes tokens from the end
         return kv, n
@@ -722,10 +746,10 @@ class HFAgent(Agent):
         self._kvs.append((ids, kv))
         while sum(len(i) for i, _ in self._kvs) > self.cache_tokens and self._kvs: self._kvs.pop(0)
 
-    def _prefill(self, row:list[int]):
-        "Prefill one row alone (no padding), reusing a stored cache: `(cache, logits of the last position)`."
+    def _prefill(self, row:list[int], donors:Sequence=()):
+        "Prefill one row alone (no padding), from the longest cached prefix (`_take_cache`): `(cache, logits of the last position)`."
         import torch
-        kv, start = self._take_cache(row) if self.reuse_cache else (None, 0)
+        kv, start = self._take_cache(row, donors) if self.reuse_cache else (None, 0)
         kv = kv if kv is not None else new_kv_cache(self.hf_model.config)
         self.stats['reused_tokens'] += start; self.stats['prefill_tokens'] += len(row) - start
         dev, L = self.hf_model.device, len(row)
@@ -760,7 +784,8 @@ class HFAgent(Agent):
                      budgets:list[int]|None=None, # new tokens allowed per row (default `max_new_tokens`)
                     ) -> list[list[int]]: # the new token ids per row (the stop token excluded)
         """Greedy (or sampled) generation of one batch. Each row is prefilled alone (no padding computed), from the
-        stored KV cache that shares the longest prefix with it (its previous turn; `reuse_cache`), in chunks of
+        longest prefix already computed: a stored KV cache (its previous turn) or an earlier row of the batch (the same
+        task's other trials; `reuse_cache`), in chunks of
         `prefill_chunk`; the row caches are merged left-padded and decoded together, one token per step for the rows
         still running. A row stops at an end-of-turn token, after `</tool_call>` or at its budget, and leaves the batch
         (and its cache) at once; its cache is kept for its next turn."""
@@ -770,7 +795,8 @@ class HFAgent(Agent):
         gen = torch.Generator(device='cpu').manual_seed(self.seed) if self.temperature > 0 else None
         out, fed, t0, c0 = [[] for _ in rows], [list(r) for r in rows], time.perf_counter(), time.process_time()
         with torch.no_grad():
-            pre = [self._prefill(list(r)) for r in rows]
+            pre = []
+            for r in rows: pre.append(self._prefill(list(r), [(rows[j], c) for j, (c, _) in enumerate(pre)]))
             lens = [len(r) for r in rows]
             L = max(lens)
             cache = pre[0][0] if B == 1 else self._merge([c for c, _ in pre], lens)

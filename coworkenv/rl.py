@@ -20,13 +20,13 @@ from .agents import HFAgent, as_tools, hf_message, parse_tool_calls, unique_call
 from .sft import LoraSettings, _last_checkpoint, _peft, _resolve, bf16_supported
 
 # %% auto #0
-__all__ = ['REWARDS', 'LOG_COLUMNS', 'process_reward', 'safety_violated', 'turn_rewards', 'turn_returns', 'turn_advantages',
-           'token_advantages', 'EpisodeTokens', 'end_token_id', 'env_suffix_ids', 'Episode', 'run_token_episodes',
-           'episode_record', 'RLConfigError', 'VLLMSettings', 'RLSettings', 'load_rl_config', 'load_rl_specs',
-           'hf_generator', 'vllm_generator', 'CoworkRollout', 'log_episode_metrics', 'cowork_reward',
+__all__ = ['REWARDS', 'LOG_COLUMNS', 'RUN_ONLY', 'process_reward', 'safety_violated', 'turn_rewards', 'turn_returns',
+           'turn_advantages', 'token_advantages', 'EpisodeTokens', 'end_token_id', 'env_suffix_ids', 'Episode',
+           'run_token_episodes', 'episode_record', 'RLConfigError', 'VLLMSettings', 'RLSettings', 'load_rl_config',
+           'load_rl_specs', 'hf_generator', 'vllm_generator', 'CoworkRollout', 'log_episode_metrics', 'cowork_reward',
            'per_token_advantages', 'cowork_grpo_trainer', 'tool_method_source', 'CoworkToolEnv', 'environment_class',
-           'environment_factories', 'cowork_env_metrics', 'rl_log_callback', 'RLResult', 'rl_trainer', 'train_rl',
-           'rl_figure', 'cmd_rl', 'add_rl_parser']
+           'environment_factories', 'cowork_env_metrics', 'rl_log_callback', 'RLResult', 'rl_trainer', 'config_changes',
+           'train_rl', 'rl_figure', 'cmd_rl', 'add_rl_parser']
 
 # %% ../nbs/12_rl.ipynb #65777329
 REWARDS = ('score', 'pass', 'strict', 'completion')
@@ -637,6 +637,18 @@ def rl_trainer(cfg:RLSettings, # a validated config (`load_rl_config`)
     trainer.add_callback(rl_log_callback(out/'log.csv'))
     return trainer
 
+RUN_ONLY = ('resume', 'progress', 'report_to', 'logging_steps', 'save_steps', 'save_total_limit')  # change nothing learnt
+
+def config_changes(saved:Path, # a run's `rl_config.yaml`
+                   cfg:RLSettings, # the config about to run
+                  ) -> list[str]:
+    "`field: old -> new` for every setting (`RUN_ONLY` aside) that differs from the run saved at `saved`; [] when none is saved."
+    if not Path(saved).is_file(): return []
+    old = yaml.safe_load(Path(saved).read_text()) or {}
+    new = cfg.model_dump()
+    return [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new))
+            if k not in RUN_ONLY and old.get(k) != new.get(k)]
+
 def train_rl(config, # a YAML path, dict or `RLSettings`
              generator:Optional[Callable]=None, # rollout adapter: a custom generation backend (see `rl_trainer`)
              **overrides, # config fields to override
@@ -645,6 +657,9 @@ def train_rl(config, # a YAML path, dict or `RLSettings`
     cfg = load_rl_config(config, **overrides)
     specs = load_rl_specs(cfg.specs, cfg.max_specs)
     out = Path(cfg.output_dir); final = out/'final'
+    if cfg.resume and (changed := config_changes(out/'rl_config.yaml', cfg)):
+        raise RLConfigError(f"{out} holds a run with a different config ({'; '.join(changed)}): resuming would mix the two; "
+                            "use a new output_dir, or `resume: false` to start over there")
     if cfg.resume and (out/'rl_result.json').is_file() and (final/'config.json').is_file():
         r = json.loads((out/'rl_result.json').read_text())
         return RLResult(out, final, out/'log.csv', r['metrics'])  # finished before: nothing to do
@@ -669,19 +684,26 @@ def train_rl(config, # a YAML path, dict or `RLSettings`
 # %% ../nbs/12_rl.ipynb #71e0eb3f
 def rl_figure(runs:dict, # label -> a `log.csv` path, or a list of paths (seeds: mean line with a min-max band)
               metric:str='reward', title:Optional[str]=None):
-    "A plotly chart of one logged metric against step, one line per run (a band across seeds when given several)."
+    "A plotly chart of one logged metric against step, one line per run: with several seeds their mean, and a min-max band (same colour) where 2+ seeds logged the step."
     import pandas as pd, plotly.graph_objects as go
+    from plotly.colors import qualitative
     fig = go.Figure()
-    for label, paths in runs.items():
+    for i, (label, paths) in enumerate(runs.items()):
         paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
         dfs = [pd.read_csv(p) for p in paths if Path(p).is_file()]
         dfs = [d[['step', metric]].dropna() for d in dfs if metric in d]
         if not dfs: continue
-        g = pd.concat(dfs).groupby('step')[metric].agg(['mean', 'min', 'max']).reset_index()
-        if len(dfs) > 1:
-            fig.add_trace(go.Scatter(x=list(g.step) + list(g.step[::-1]), y=list(g['max']) + list(g['min'][::-1]), fill='toself',
-                                     opacity=0.2, line=dict(width=0), name=f"{label} (range over {len(dfs)} seeds)", showlegend=False))
-        fig.add_trace(go.Scatter(x=g.step, y=g['mean'], mode='lines+markers', name=label))
+        g = pd.concat(dfs).groupby('step')[metric].agg(['mean', 'min', 'max', 'count']).reset_index()
+        color = qualitative.Plotly[i % len(qualitative.Plotly)]
+        band = g[g['count'] > 1]  # the band only where 2+ seeds have logged the step
+        if len(band):
+            r, gr, b = (int(color[k:k+2], 16) for k in (1, 3, 5))
+            fig.add_trace(go.Scatter(x=list(band.step) + list(band.step[::-1]), y=list(band['max']) + list(band['min'][::-1]),
+                                     fill='toself', fillcolor=f"rgba({r},{gr},{b},0.2)", line=dict(width=0), hoverinfo='skip',
+                                     name=f"{label} (min-max over seeds)", legendgroup=label, showlegend=False))
+        fig.add_trace(go.Scatter(x=g.step, y=g['mean'], mode='lines+markers', name=label, legendgroup=label,
+                                 line=dict(color=color), customdata=g['count'],
+                                 hovertemplate='step %{x}: %{y:.3f} (mean of %{customdata} seed(s))<extra>' + label + '</extra>'))
     fig.update_layout(title=title or f"GRPO training: {metric}", xaxis_title='step', yaxis_title=metric, height=380,
                       margin=dict(t=40, b=40))
     return fig
