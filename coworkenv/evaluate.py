@@ -17,6 +17,7 @@ __all__ = ['BASELINES', 'COLUMNS', 'METRICS', 'Seeds', 'evaluate', 'AgentSpecErr
            'contamination_report', 'check_contamination', 'Splits', 'split_specs']
 
 # %% ../nbs/13_evaluate.ipynb #67a2b922
+import json
 import numpy as np
 import pandas as pd
 import yaml
@@ -25,7 +26,7 @@ from tqdm.auto import tqdm
 from .core import TaskSpec
 from .env import CoworkEnv
 from .checks import pass_at_k
-from .agents import Agent, NullAgent, OracleAgent, ShortcutAgent, batch_width, run_batch, run_episode
+from .agents import Agent, NullAgent, OracleAgent, ShortcutAgent, batch_width, run_batch, run_episode, run_pool
 
 # %% ../nbs/13_evaluate.ipynb #cefa73f9
 BASELINES: dict[str, Callable] = {
@@ -45,17 +46,25 @@ def _row(spec:TaskSpec, name:str, trial:int, t) -> dict:
                 turns=t.turns, end_reason=t.end_reason, errored=bool(t.info.get('errored')) or g is None,
                 failed=",".join(i.check_id for i in g.items if not i.passed) if g is not None else "")
 
-def _run_jobs(jobs:list, factory:Callable, name:str, error_rate, bar) -> list[dict]:
-    "Run `(spec, trial)` jobs of one agent: in lockstep batches when one shared agent generates in batches, else one by one."
-    rows, agents = [], [factory(s) for s, _ in jobs[:1]]
+def _run_jobs(jobs:list, factory:Callable, name:str, error_rate, bar, on_row:Callable) -> None:
+    """Run `(spec, trial)` jobs of one agent, calling `on_row(job index, row)` as each ends: through `run_pool` (continuous
+    batching) when one shared agent generates in batches, else one by one."""
+    agents = [factory(s) for s, _ in jobs[:1]]
     n = batch_width(agents[0]) if agents else 1
     shared = n > 1 and all(factory(s) is agents[0] for s, _ in jobs[1:2])
-    for i in range(0, len(jobs), n if shared else 1):
-        chunk = jobs[i:i + (n if shared else 1)]
-        envs = [CoworkEnv(s, seed=t, error_rate=error_rate) for s, t in chunk]
-        trajs = run_batch(envs, agents[0]) if shared else [run_episode(envs[0], factory(chunk[0][0]))]
-        rows += [_row(s, name, t, tr) for (s, t), tr in zip(chunk, trajs)]
-        bar.update(len(chunk))
+    def done(i, t):
+        on_row(i, _row(jobs[i][0], name, jobs[i][1], t)); bar.update(1)
+    if shared: run_pool((CoworkEnv(s, seed=t, error_rate=error_rate) for s, t in jobs), agents[0], width=n, on_done=done)
+    else:
+        for i, (s, t) in enumerate(jobs): done(i, run_episode(CoworkEnv(s, seed=t, error_rate=error_rate), factory(s)))
+
+def _saved_rows(path:Optional[Path]) -> list[dict]:
+    "The rows a resumable evaluation saved (a torn last line from a killed run is dropped)."
+    if path is None or not Path(path).is_file(): return []
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        try: rows.append(json.loads(line))
+        except json.JSONDecodeError: pass
     return rows
 
 def evaluate(specs:list, # TaskSpecs to run
@@ -63,8 +72,10 @@ def evaluate(specs:list, # TaskSpecs to run
              k:int=1, # trials per (spec, agent); trial i uses seed i
              error_rate:Optional[float]=None, # override the specs' error-injection rate
              progress:bool=True, # show a progress bar
+             resume:Optional[Union[str, Path]]=None, # a JSONL file: each finished trial is appended; a rerun skips them
             ) -> pd.DataFrame:
-    "Run each agent on each spec for `k` trials; one row per trial. Agents that generate in batches run episodes in lockstep."
+    """Run each agent on each spec for `k` trials; one row per trial. Agents that generate in batches run episodes
+    together (`run_pool`). With `resume`, an interrupted evaluation continues where it stopped."""
     if not isinstance(k, int) or k < 1: raise ValueError(f"k (trials per spec and agent) must be at least 1, got {k!r}")
     if isinstance(agents, str): agents = [agents]
     if not isinstance(agents, dict):
@@ -72,11 +83,30 @@ def evaluate(specs:list, # TaskSpecs to run
         if unknown: raise KeyError(f"unknown agent(s) {unknown}; known: {list(BASELINES)}, hf:PATH, openai:MODEL (or pass a dict of factories)")
         agents = dict(agent_factory(a) for a in agents)
     if not agents: raise ValueError("no agents given")
-    rows, specs = [], list(specs)
-    with tqdm(total=len(specs) * len(agents) * k, disable=not progress, desc="episodes", unit="episode") as bar:
-        for name, factory in agents.items():
-            rows += _run_jobs([(s, i) for s in specs for i in range(k)], factory, name, error_rate, bar)
-    return pd.DataFrame(rows, columns=COLUMNS)
+    specs, resume = list(specs), Path(resume) if resume is not None else None
+    saved = {(r['agent'], r['spec_id'], r['trial']): r for r in _saved_rows(resume)}
+    rows = {}
+    if resume is not None:  # rewritten with the valid rows only (a torn last line would swallow the next one)
+        resume.parent.mkdir(parents=True, exist_ok=True)
+        tmp = resume.with_name(resume.name + '.tmp')
+        tmp.write_text(''.join(json.dumps(r, default=str) + "\n" for r in saved.values())); tmp.replace(resume)
+    log = resume.open('a') if resume is not None else None
+    def keep(key, row):
+        rows[key] = row
+        if log is not None: log.write(json.dumps(row, default=str) + "\n"); log.flush()
+    try:
+        with tqdm(total=len(specs) * len(agents) * k, disable=not progress, desc="episodes", unit="episode") as bar:
+            for name, factory in agents.items():
+                jobs = [(s, i) for s in specs for i in range(k)]
+                for s, i in jobs:
+                    if (name, s.id, i) in saved: rows[(name, s.id, i)] = saved[(name, s.id, i)]
+                todo = [(s, i) for s, i in jobs if (name, s.id, i) not in rows]
+                bar.update(len(jobs) - len(todo))
+                _run_jobs(todo, factory, name, error_rate, bar, lambda j, row: keep((name, todo[j][0].id, todo[j][1]), row))
+    finally:
+        if log is not None: log.close()
+    order = [(name, s.id, i) for name in agents for s in specs for i in range(k)]
+    return pd.DataFrame([rows[o] for o in order], columns=COLUMNS)
 
 COLUMNS = ['spec_id', 'split', 'workflow', 'domain', 'difficulty', 'capabilities', 'multi_turn', 'agent', 'trial', 'score', 'passed',
            'success', 'completion', 'safety', 'robustness', 'turns', 'end_reason', 'errored', 'failed']

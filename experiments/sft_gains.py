@@ -81,9 +81,12 @@ def stage_eval(out:Path, label:str, path, test:list, k:int, max_new_tokens:int, 
     f = out / "eval" / f"{label}.csv"
     if f.is_file(): return pd.read_csv(f)
     t0 = time.time()
-    df = evaluate(test, dict([agent_factory(f"{label}=hf:{path}", max_new_tokens=max_new_tokens)]), k=k, progress=not quick)
+    part = f.with_suffix('.partial.jsonl')  # each finished episode: a killed evaluation continues where it stopped
+    df = evaluate(test, dict([agent_factory(f"{label}=hf:{path}", max_new_tokens=max_new_tokens)]), k=k, progress=not quick,
+                  resume=part)
     f.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(f.with_suffix('.tmp'), index=False); f.with_suffix('.tmp').replace(f)  # atomic: a killed run leaves no half file
+    part.unlink(missing_ok=True)
     log(f"  evaluated {label}: {len(df)} episodes in {time.time() - t0:.0f} s, mean score {100 * df.score.mean():.1f}")
     return df
 
