@@ -242,7 +242,7 @@ def _split_config_file(p:Path) -> bool:
     except yaml.YAMLError: return False
     return isinstance(d, dict) and 'test_families' in d
 
-def suite_specs(suite:str, # 'examples', a spec file or folder, or `SPLIT_CONFIG.yaml[:SPLIT]`
+def suite_specs(suite:str, # 'examples', a spec file or folder, a folder of ClawMark tasks, or `SPLIT_CONFIG.yaml[:SPLIT]`
                 default_split:str='test_families', # the split of a split config named without `:SPLIT`
                ) -> tuple[list, str]:
     "The specs of a suite and a description of it; a split config is generated and contamination-checked first."
@@ -261,7 +261,14 @@ def suite_specs(suite:str, # 'examples', a spec file or folder, or `SPLIT_CONFIG
         return sp[split], f"split {split} of {p} ({len(sp.contamination)} near-duplicates of training specs)"
     if split: raise ValueError(f"{p} is not a split config (a YAML mapping with test_families), so it has no split {split!r}")
     if not p.exists(): raise FileNotFoundError(f"no such spec file, folder or split config: {p}")
+    if p.is_dir() and _clawmark_folder(p):  # ClawMark task.py folders: `ClawMarkTask`s, which `evaluate` runs like specs
+        from coworkenv.clawmark import load_clawmark_tasks
+        return list(load_clawmark_tasks(p)), f"ClawMark tasks in {p}"
     return _specs(p), str(p)
+
+def _clawmark_folder(p:Path) -> bool:
+    "Whether a folder holds ClawMark tasks (a `task.py` in it or in a folder below it)."
+    return (p / "task.py").is_file() or next(p.rglob("task.py"), None) is not None
 
 def _agents(texts:list, a) -> dict:
     "Label -> factory for `--agent` values; two agents with one label is an error."
@@ -346,7 +353,8 @@ def _model_args(p):
     p.add_argument("--batch-size", type=positive_int, default=8, help="hf agents: conversations generated together (default: %(default)s)")
 
 AGENT_HELP = "oracle, null, shortcut, hf:PATH (a model folder) or openai:MODEL (server at OPENAI_BASE_URL); LABEL=... names it"
-SUITE_HELP = "'examples', a spec file or folder, or a split config (YAML) with :train, :test_families, :test_seeds or :test (both)"
+SUITE_HELP = ("'examples', a spec file or folder, a folder of ClawMark task folders (task.py), or a split config (YAML) "
+              "with :train, :test_families, :test_seeds or :test (both)")
 
 def add_stage_parsers(sub, # the `add_subparsers()` object of the main parser
                      ):
@@ -532,6 +540,9 @@ def parser() -> argparse.ArgumentParser:
     add_synth_args(sy); sy.set_defaults(fn=cmd_synth)
     from coworkenv.claweval import add_claweval_parser
     add_claweval_parser(sub)
+    from coworkenv.clawmark import add_clawmark_parser  # `coworkenv clawmark import|run` (14b_clawmark)
+    from coworkenv.clawmark_export import add_clawmark_export_parser  # `coworkenv clawmark export` (14c_clawmark_export)
+    add_clawmark_export_parser(add_clawmark_parser(sub))
     from coworkenv.adversaries import add_audit_parser
     add_audit_parser(sub)
     add_stage_parsers(sub)

