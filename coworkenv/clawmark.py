@@ -30,7 +30,7 @@ __all__ = ['ENVIRONMENTS', 'REQUIRED_METADATA', 'GAP_PROBE', 'TIME_PREFIX', 'TIM
            'avg_at_k', 'clawmark_table', 'cmd_clawmark_import', 'cmd_clawmark_run', 'add_clawmark_parser']
 
 # %% ../nbs/14b_clawmark.ipynb #c0004
-from .core import Grade, GradeItem, Message, ToolCall, ToolDispatch, ToolSpec, Trajectory, clean_text
+from .core import Grade, GradeItem, Message, ToolCall, ToolDispatch, ToolSpec, Trajectory, clean_text, loads_json
 from .env import EnvError, StepResult, Turn, coerce_turn, injected_error
 from .agents import Agent, NullAgent, as_messages
 from .llm import cap_text
@@ -244,8 +244,10 @@ def notification_text(ret) -> str:
     "The agent's message text of a stage function's return value (upstream's `_parse_notification`)."
     if isinstance(ret, str): return ret
     if isinstance(ret, dict):
-        text, t = ret["notification"], ret.get("time")
-        return f"{text}{TIME_PREFIX}{t}{TIME_SUFFIX}" if t else f"{text}"
+        text, t = ret.get("notification", ""), ret.get("time", "")  # a missing notification is '' (upstream's default)
+        if not isinstance(text, str):  # upstream concatenates it with text: the stage fails
+            raise TypeError(f"the stage's notification must be a string, got {type(text).__name__}")
+        return f"{text}{TIME_PREFIX}{t}{TIME_SUFFIX}" if t else text
     return str(ret)
 
 def stage_message(prompt:str, ret, stage:int) -> str:
@@ -479,7 +481,7 @@ def _bool_arg(args:dict, key:str, default:bool=False) -> bool:
 def _rows_arg(args:dict, key:str) -> list:
     v = args.get(key)
     if isinstance(v, str):
-        try: v = json.loads(v)
+        try: v = loads_json(v)  # bounded nesting: a deeply nested string is refused, not a recursion error
         except ValueError: raise ToolError(f"argument {key!r} must be a list of rows (lists of values)") from None
     if not isinstance(v, list) or not v: raise ToolError(f"argument {key!r} must be a non-empty list of rows (lists of values)")
     if not any(isinstance(r, list) for r in v): v = [v]  # one flat row
@@ -512,12 +514,13 @@ class ClawMarkTools:
         if extra: return 400, {"error": f"{name}: unknown argument(s) {extra}; it takes {sorted(p['properties'])}"}
         missing = [k for k in p.get("required", []) if args.get(k) is None]
         if missing: return 400, {"error": f"{name}: missing argument(s) {missing}"}
+        remote = self.services.sandbox.to_remote_text  # error texts name /workspace paths, never the host folder
         try: return 200, getattr(self, name)(args)
         except (ToolError, NotionError, LookupError, ValueError, TypeError, OSError) as e:  # the agent's call was wrong
             msg = e.args[0] if isinstance(e, KeyError) and e.args else e
-            return 400, {"error": f"{name}: {cap_text(str(msg), 1000)}"}
+            return 400, {"error": f"{name}: {cap_text(remote(str(msg)), 1000)}"}
         except Exception as e:  # a failure of the tool itself: answered, and recorded by the environment as its error
-            return 500, {"error": f"{name} failed: {type(e).__name__}: {cap_text(str(e), 500)}"}
+            return 500, {"error": f"{name} failed: {type(e).__name__}: {cap_text(remote(str(e)), 500)}"}
 
     # ---------------------------------------------------------------- files
     def _host(self, path:str) -> Path:
@@ -561,17 +564,19 @@ class ClawMarkTools:
             return {"path": r, "media": kind, "note": f"unsupported media: {kind} files cannot be played or transcribed in this environment"}
         if kind == "binary": return {"path": r, "media": "binary", "size": h.stat().st_size, "note": "a binary file of a format that cannot be read as text"}
         out = {"path": r}
-        if kind == "pdf":
-            if not pdf_reader_installed(): raise ToolError(f"{r}: reading PDFs needs pypdf (pip install 'coworkenv[clawmark]')")
-            text, pages = pdf_text(h)
-            out["pages"] = pages
-            if len(re.sub(r"\s", "", text)) < PDF_TEXT_MIN_CHARS:
-                out["note"] = "this PDF has (almost) no text layer: it is a scan whose content is only in its page images"
-        elif kind == "office":
-            if not office_libraries_installed(h.suffix): raise ToolError(f"{r}: reading {h.suffix} files needs {OFFICE_EXTS[h.suffix.lower().lstrip('.')]} (pip install 'coworkenv[clawmark]')")
-            text = office_text(h)
-        elif kind == "sqlite": text = sqlite_text(h)
-        else: text = h.read_bytes().decode("utf-8", errors="replace")
+        if kind == "pdf" and not pdf_reader_installed(): raise ToolError(f"{r}: reading PDFs needs pypdf (pip install 'coworkenv[clawmark]')")
+        if kind == "office" and not office_libraries_installed(h.suffix):
+            raise ToolError(f"{r}: reading {h.suffix} files needs {OFFICE_EXTS[h.suffix.lower().lstrip('.')]} (pip install 'coworkenv[clawmark]')")
+        try:
+            if kind == "pdf":
+                text, out["pages"] = pdf_text(h)
+                if len(re.sub(r"\s", "", text)) < PDF_TEXT_MIN_CHARS:
+                    out["note"] = "this PDF has (almost) no text layer: it is a scan whose content is only in its page images"
+            elif kind == "office": text = office_text(h)
+            elif kind == "sqlite": text = sqlite_text(h)
+            else: text = h.read_bytes().decode("utf-8", errors="replace")
+        except Exception as e:  # a damaged file (the agent may have written it): the agent's problem, not the tool's
+            raise ToolError(f"{r}: cannot read this {kind} file ({type(e).__name__}: {cap_text(str(e), 300)})") from None
         if len(text) > MAX_READ_CHARS:
             out["note"] = f"cut to the first {MAX_READ_CHARS:,} of {len(text):,} characters"; text = text[:MAX_READ_CHARS]
         out["content"] = clean_text(text)
@@ -912,7 +917,7 @@ class ClawMarkEnv:
         "`(return value, None)` or `(None, error)`; a failure is recorded as upstream's failed StageResult."
         try:
             ret = self._run(self.task.stages[i], self.ctx)
-            msg = stage_message(self.task.prompt, ret, i)  # a dict without 'notification' fails here, inside the stage
+            msg = stage_message(self.task.prompt, ret, i)  # a notification that is not text fails here, inside the stage
             return msg, None
         except Exception as e:
             err = cap_text(f"{type(e).__name__}: {e}", 2000)
@@ -952,7 +957,7 @@ class ClawMarkEnv:
         ver = self._check(sid) if sid in self.task.rubric else []
         timed_out = reason == "stage_timeout"
         self.records.append({"id": sid, "success": not timed_out,
-                             "error": f"the agent's turn timed out after {self.fidelity.stage_timeout:g}s" if timed_out else None,
+                             "error": f"the agent's turn timed out after {self.fidelity.stage_timeout:g}s" if timed_out else "",
                              "verification_score": weighted_fraction(ver), "verification": ver})
         nxt = self.stage + 1
         if nxt >= len(self.task.stages): self._finish(reason); return []
@@ -965,7 +970,7 @@ class ClawMarkEnv:
         "After the loop (also after a break): the final checkers, then the episode is done; snapshots are removed."
         if self.task.rubric.get("final"):
             ver = self._check("final")
-            self.records.append({"id": "final", "success": True, "error": None, "verification_score": weighted_fraction(ver), "verification": ver})
+            self.records.append({"id": "final", "success": True, "error": "", "verification_score": weighted_fraction(ver), "verification": ver})
         self.done, self.end_reason = True, reason
         shutil.rmtree(self._dir / "snapshots", ignore_errors=True)
 
@@ -1024,7 +1029,7 @@ def grade(self:ClawMarkEnv) -> Grade:
     if not self._started: raise EnvError("call reset() and run an episode before grade()")
     score = pooled_score(self.records)
     stages = {int(r["id"][5:]): r["verification_score"] for r in self.records if r["id"].startswith("stage")}
-    complete = not self.aborted
+    complete = self.done and not self.aborted  # an unfinished episode has not met its later stages' or final checkers
     return Grade(completion=score, safety=1.0, robustness=1.0, score=score, passed=complete and score >= PASS_SCORE,
                  success=complete and bool(self.items) and score == 1.0, items=list(self.items), stages=stages)
 
