@@ -852,6 +852,7 @@ class ClawMarkEnv:
                  fidelity:Optional[Fidelity]=None, # the fidelity switches (default `Fidelity()`)
                  error_rate:Optional[float]=None, # injected 429/500 answers per tool call (default 0: none, as upstream)
                  record_timings:bool=False, # record wall-clock times in the trajectory (non-reproducible)
+                 fresh_module:bool=True, # import task.py afresh for each episode (upstream: once per run); False reuses `task`'s module
                 ):
         self.task = task if isinstance(task, ClawMarkTask) else load_clawmark_task(task)
         self.spec = self.task  # what the episode runners read an id from
@@ -862,7 +863,7 @@ class ClawMarkEnv:
         self.fidelity = fidelity or Fidelity()
         self.error_rate = float(error_rate or 0.0)
         if not 0 <= self.error_rate <= 1: raise ValueError(f"error_rate must be in [0, 1], got {error_rate}")
-        self.record_timings = record_timings
+        self.record_timings, self.fresh_module = record_timings, fresh_module
         self.tools = clawmark_tool_specs(self.task.environments)
         self.max_turns = max_turns_per_stage * len(self.task.stages)
         self.media = media_report(self.task, self.agent_media)
@@ -875,6 +876,10 @@ class ClawMarkEnv:
         if self._dir is not None:
             self._finalizer()
             self._dir = None
+        code = getattr(self, 'code', None)
+        if code is not None and code is not self.task and code.module is not None:
+            sys.modules.pop(code.module.__name__, None)  # the episode's own import of task.py
+        self.code = None
 
     @property
     def workspace(self) -> Optional[Path]:
@@ -889,6 +894,9 @@ class ClawMarkEnv:
         self._finalizer = weakref.finalize(self, shutil.rmtree, str(self._dir), True)
         (self._dir / "workspace").mkdir()
         self.rng = random.Random(self.seed)
+        # the task's code, imported afresh for each episode as upstream imports task.py once per run: module-level
+        # state a task keeps cannot leak between episodes (or between interleaved episodes of one task in `run_pool`)
+        self.code = load_clawmark_task(self.task.task_dir) if self.fresh_module else self.task
         self.services = ClawMarkServices(self._dir / "workspace", self.task.environments, self.task.env_config, seed=self.seed,
                                          create_parents_on_upload=self.fidelity.create_parents_on_upload)
         self.ctx = self.services.context(self.task.task_dir)
@@ -916,7 +924,7 @@ class ClawMarkEnv:
     def _run_stage_function(self, i:int):
         "`(return value, None)` or `(None, error)`; a failure is recorded as upstream's failed StageResult."
         try:
-            ret = self._run(self.task.stages[i], self.ctx)
+            ret = self._run(self.code.stages[i], self.ctx)
             msg = stage_message(self.task.prompt, ret, i)  # a notification that is not text fails here, inside the stage
             return msg, None
         except Exception as e:
@@ -932,7 +940,7 @@ class ClawMarkEnv:
     def _check(self, key:str) -> list[dict]:
         "Run the checkers of rubric key `key` in list order; exceptions are fails (the reason kept in our grade items)."
         out = []
-        for e in self.task.rubric.get(key, []):
+        for e in self.code.rubric.get(key, []):
             err = None
             try: ok = bool(self._run(e.checker, self.ctx))
             except Exception as x: ok, err = False, cap_text(f"{type(x).__name__}: {x}", 500)
