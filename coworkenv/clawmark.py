@@ -20,14 +20,15 @@ __all__ = ['ENVIRONMENTS', 'REQUIRED_METADATA', 'GAP_PROBE', 'TIME_PREFIX', 'TIM
            'DEFAULT_STAGE_TIMEOUT', 'IMAGE_EXTS', 'AUDIO_EXTS', 'VIDEO_EXTS', 'OFFICE_EXTS', 'SQLITE_EXTS',
            'PDF_TEXT_MIN_CHARS', 'MAX_READ_CHARS', 'MAX_IMAGE_BYTES', 'TOOL_TABLE', 'ALWAYS_OFFERED', 'MEDIA_WORDS',
            'MEDIA_EXT_WORDS', 'BOOTSTRAP_FILES', 'MAX_BOOTSTRAP_CHARS', 'CLAWMARK_SYSTEM_PROMPT', 'TOOL_NOTES',
-           'PASS_SCORE', 'CLAWMARK_BASELINES', 'ClawMarkError', 'RubricEntry', 'import_task_module', 'stage_functions',
-           'rubric_entries', 'solution_steps', 'ClawMarkTask', 'load_clawmark_task', 'ClawMarkTaskList',
-           'clawmark_task_dirs', 'load_clawmark_tasks', 'notification_text', 'stage_message', 'Fidelity', 'task_code',
-           'file_kind', 'pdf_text', 'pdf_has_text', 'office_text', 'sqlite_text', 'office_libraries_installed',
-           'pdf_reader_installed', 'clawmark_tool_specs', 'ToolError', 'ClawMarkTools', 'input_files', 'classify_input',
-           'checker_closure', 'media_report', 'media_summary_line', 'clawmark_system_prompt', 'weighted_fraction',
-           'pooled_score', 'ClawMarkEnv', 'clawmark_result_json', 'ClawMarkPlanAgent', 'clawmark_agent', 'run_clawmark',
-           'avg_at_k', 'clawmark_table', 'cmd_clawmark_import', 'cmd_clawmark_run', 'add_clawmark_parser']
+           'PASS_SCORE', 'CLAWMARK_BASELINES', 'RUN_FAILURES', 'ClawMarkError', 'RubricEntry', 'import_task_module',
+           'stage_functions', 'rubric_entries', 'solution_steps', 'ClawMarkTask', 'load_clawmark_task',
+           'ClawMarkTaskList', 'clawmark_task_dirs', 'load_clawmark_tasks', 'notification_text', 'stage_message',
+           'Fidelity', 'task_code', 'file_kind', 'pdf_text', 'pdf_has_text', 'office_text', 'sqlite_text',
+           'office_libraries_installed', 'pdf_reader_installed', 'clawmark_tool_specs', 'ToolError', 'ClawMarkTools',
+           'input_files', 'classify_input', 'checker_closure', 'media_report', 'media_summary_line',
+           'clawmark_system_prompt', 'weighted_fraction', 'pooled_score', 'ClawMarkEnv', 'clawmark_result_json',
+           'ClawMarkPlanAgent', 'clawmark_agent', 'run_clawmark', 'avg_at_k', 'clawmark_table', 'cmd_clawmark_import',
+           'cmd_clawmark_run', 'add_clawmark_parser']
 
 # %% ../nbs/14b_clawmark.ipynb #c0004
 from .core import Grade, GradeItem, Message, ToolCall, ToolDispatch, ToolSpec, Trajectory, clean_text, loads_json
@@ -1212,6 +1213,8 @@ def cmd_clawmark_import(a) -> int:
     print(f"\n{len(tasks)} task(s) loaded" + (f", {len(tasks.errors)} broken" if tasks.errors else ""))
     return 1 if tasks.errors else 0
 
+RUN_FAILURES = ("agent_error", "env_error", "user_error")  # end reasons of a run that failed for the harness, not the agent's work
+
 def cmd_clawmark_run(a) -> int:
     "Run an agent on ClawMark tasks k times; print scores per task and stage; write result.json per run with --out."
     tasks = load_clawmark_tasks(a.path)
@@ -1243,6 +1246,11 @@ def cmd_clawmark_run(a) -> int:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(json.dumps({"agent": label, "k": a.k, "agent_media": list(media), "fidelity": fid.record(), "avg_at_k": avg, "runs": rows}, indent=1) + "\n")
         print(f"wrote {p.parent}/ (result.json, trajectory.json and workspace/ per run, summary.json)")
+    bad = [r for r in rows if r["errored"] or r["end_reason"] in RUN_FAILURES]
+    if not rows: print("no task was run", file=sys.stderr); return 1
+    if bad: print(f"{len(bad)}/{len(rows)} run(s) failed ({', '.join(sorted({r['end_reason'] for r in bad}))})", file=sys.stderr)
+    if len(bad) == len(rows):
+        print("every run failed: nothing was graded as the task intends", file=sys.stderr); return 1
     return 0
 
 def add_clawmark_parser(subparsers):

@@ -110,3 +110,18 @@ def test_hf_agent_in_a_clawmark_env(tiny_model_path):
     t = run_episode(ClawMarkEnv(task, max_turns_per_stage=2), agent)
     assert t.grade is not None and t.end_reason in ("agent_done", "max_turns") and not t.info.get("errored")
     assert [s["id"] for s in t.info["clawmark"]["stages"]][:2] == ["stage0", "stage1"]
+
+
+def test_run_exits_1_when_every_run_failed(tmp_path, capsys, monkeypatch):
+    "An agent that cannot act at all (here: no server behind openai:) fails every run: exit 1 and say so, as claweval run does."
+    import socket
+    from coworkenv import llm
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()  # a port nothing listens on
+    old = llm.default_policy()
+    llm.set_default_policy(timeout=5, max_retries=0)
+    try:
+        rc = main(["clawmark", "run", str(EXAMPLES / "finance_receipt_audit"), "--agent", "openai:m", "-k", "2",
+                   "--base-url", f"http://127.0.0.1:{port}/v1"])
+    finally: llm.set_default_policy(**old.model_dump())
+    err = capsys.readouterr().err
+    assert rc == 1 and "2/2 run(s) failed (agent_error)" in err and "every run failed" in err
