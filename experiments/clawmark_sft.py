@@ -252,14 +252,18 @@ def main(argv=None):
                    agents=labels, k=1 if a.quick else a.k, max_new_tokens=max_new, max_turns=max_turns, quick=a.quick,
                    tasks=[t.id for t in tasks], agent_specs=[s.replace(str(Path.home()), '~') for s in specs])
         prev = json.loads((out / "experiment.json").read_text()) if (out / "experiment.json").is_file() else None
-        if prev and {k: prev.get(k) for k in ('k', 'max_new_tokens', 'max_turns', 'quick')} != {k: exp[k] for k in ('k', 'max_new_tokens', 'max_turns', 'quick')}:
-            ap.error(f"{out} holds a run with other settings ({ {k: prev.get(k) for k in ('k', 'max_new_tokens', 'max_turns', 'quick')} }); "
+        fixed = ('max_new_tokens', 'max_turns', 'quick')  # k may grow: trial i is seeded i, so more trials extend a run
+        if prev and {f: prev.get(f) for f in fixed} != {f: exp[f] for f in fixed}:
+            ap.error(f"{out} holds a run with other settings ({ {f: prev.get(f) for f in fixed} }); "
                      "use another --out or the same settings")
-        if prev: exp['agents'] = list(dict.fromkeys(prev.get('agents', []) + labels))
+        if prev:
+            exp['agents'] = list(dict.fromkeys(prev.get('agents', []) + labels))
+            exp['k'] = max(exp['k'], prev.get('k') or 0)
+            exp['tasks'] = list(dict.fromkeys(prev.get('tasks', []) + exp['tasks']))
         (out / "experiment.json").write_text(json.dumps(exp, indent=1) + "\n")
         for label, factory in agents:
             t0 = time.time()
-            n = run_agent(out, label, factory, tasks, exp['k'], max_turns, progress=not a.quiet)
+            n = run_agent(out, label, factory, tasks, 1 if a.quick else a.k, max_turns, progress=not a.quiet)
             log(f"{label}: {n} episode(s) run in {time.time() - t0:.0f} s" if n else f"{label}: every episode already saved")
     table, stages, meta = report(out)
     import pandas as pd
