@@ -435,6 +435,8 @@ TOOL_TABLE = [  # (environment, name, description, parameters)
      _obj({"database": _S, "properties": {"type": "object"}}, ["database", "properties"])),
     ("notion", "db_update_row", "Update some properties of one row; 'row' is the row id or the exact value of its title property.",
      _obj({"database": _S, "row": _S, "properties": {"type": "object"}}, ["database", "row", "properties"])),
+    ("notion", "db_delete_row", "Delete one row (Notion archives it: queries no longer return it); 'row' is the row id or the exact value of its title property.",
+     _obj({"database": _S, "row": _S}, ["database", "row"])),
     ("google_sheets", "sheets_list", "List the spreadsheet titles.", _obj({})),
     ("google_sheets", "sheets_read", "Read a range (A1 notation, e.g. Sheet1 or Sheet1!A1:C5) of a spreadsheet as rows of strings.",
      _obj({"spreadsheet": _s("exact title"), "range": _s("default Sheet1")}, ["spreadsheet"])),
@@ -445,6 +447,8 @@ TOOL_TABLE = [  # (environment, name, description, parameters)
      _obj({"spreadsheet": _S, "range": _s("e.g. Sheet1"), "rows": {"type": "array", "items": {"type": "array"}}}, ["spreadsheet", "range", "rows"])),
     ("calendar", "calendar_list", "Without a calendar: the calendars. With one: its events (between start and end when both are given).",
      _obj({"calendar": _s("calendar name"), "start": _s("ISO date/time"), "end": _s("ISO date/time")})),
+    ("calendar", "calendar_new", "Create a calendar (an empty one, found by its name afterwards).",
+     _obj({"name": _s("the calendar's display name")}, ["name"])),
     ("calendar", "calendar_create", "Create an event (local ISO times such as 2027-05-04T10:00:00).",
      _obj({"calendar": _S, "summary": _S, "start": _S, "end": _S, "description": _S, "location": _S}, ["calendar", "summary", "start", "end"])),
     ("calendar", "calendar_update", "Change an event ('event' is its uid or exact summary); only the fields given change.",
@@ -650,6 +654,12 @@ class ClawMarkTools:
         self.notion.update_row_plain(rid, props)
         return {"id": rid, "updated": sorted(props)}
 
+    def db_delete_row(self, a):
+        db = _text_arg(a, "database")
+        rid = self.notion.resolve_row(db, _text_arg(a, "row"))
+        self.notion.archive_row(rid)
+        return {"deleted": rid}
+
     # ---------------------------------------------------------------- sheets
     @property
     def sheets(self): return self.services.sheets
@@ -679,6 +689,12 @@ class ClawMarkTools:
         start, end = _text_arg(a, "start", False), _text_arg(a, "end", False)
         if bool(start) != bool(end): raise ToolError("give both start and end, or neither")
         return self.calendar.events(cal, start or None, end or None)
+
+    def calendar_new(self, a):
+        name = _text_arg(a, "name")
+        if not name.strip(): raise ToolError("argument 'name' must not be empty")
+        if any(c["name"] == name for c in self.calendar.calendars()): raise ToolError(f"a calendar named {name!r} exists already")
+        return {"name": name, "url": self.calendar.create_calendar(name)}
 
     def calendar_create(self, a):
         uid = self.calendar.add_event(_text_arg(a, "calendar"), _text_arg(a, "summary"), _text_arg(a, "start"), _text_arg(a, "end"),
@@ -807,9 +823,9 @@ CLAWMARK_SYSTEM_PROMPT = (
 TOOL_NOTES = {
     "filesystem": "Files: paths are absolute (/workspace/...) or relative to /workspace. files_read returns text, also for PDF, xlsx, docx, pptx and SQLite files.",
     "email": "Email: every address has an inbox. mail_list(address) lists it (oldest first), mail_read reads a message, mail_send sends (to/cc/bcc comma-separated), mail_reply answers the sender. Your own address is in the task.",
-    "notion": "Notion: the task's databases. db_list shows them; db_query reads rows as plain values (filter with where); db_create_row and db_update_row write plain values (text, numbers, option names, ISO dates).",
+    "notion": "Notion: the task's databases. db_list shows them; db_query reads rows as plain values (filter with where); db_create_row and db_update_row write plain values (text, numbers, option names, ISO dates); db_delete_row deletes a row.",
     "google_sheets": "Google Sheets: spreadsheets by exact title. sheets_list, sheets_read, sheets_write (anchored at the range's top-left cell) and sheets_append take A1 ranges such as Sheet1 or Sheet1!A1:C3.",
-    "calendar": "Calendar: calendars by name. calendar_list, calendar_create, calendar_update, calendar_delete; times are local ISO date-times such as 2027-05-04T10:00:00.",
+    "calendar": "Calendar: calendars by name. calendar_list, calendar_new (a calendar), calendar_create, calendar_update, calendar_delete (events); times are local ISO date-times such as 2027-05-04T10:00:00.",
 }
 
 def clawmark_system_prompt(workspace:Path, # the host folder that is /workspace
