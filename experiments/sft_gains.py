@@ -91,6 +91,45 @@ def stage_eval(out:Path, label:str, path, test:list, k:int, max_new_tokens:int, 
     return df
 
 
+def stage_inspect(out:Path, label:str, path, specs:list, max_new_tokens:int):
+    "Save whole trajectories (trial 0) of `specs` for one agent, to read what the model does (resumable, one line per task)."
+    from coworkenv.agents import run_episode
+    from coworkenv.evaluate import agent_factory, make_env
+    f = out / "trajectories" / f"{label}.jsonl"
+    f.parent.mkdir(parents=True, exist_ok=True)
+    done = []
+    for line in (f.read_text().splitlines() if f.is_file() else []):
+        try: done.append(json.loads(line))
+        except json.JSONDecodeError: break  # a torn last line (killed mid-write): dropped, rewritten below
+    f.write_text(''.join(json.dumps(t, ensure_ascii=False) + "\n" for t in done))
+    _, factory = agent_factory(f"{label}=hf:{path}", max_new_tokens=max_new_tokens)
+    seen = {t['spec_id'] for t in done}
+    for spec in specs:
+        if spec.id in seen: continue
+        t = run_episode(make_env(spec, 0), factory(spec))
+        with f.open('a') as fh: fh.write(json.dumps(t.model_dump(mode='json'), ensure_ascii=False) + "\n")
+        log(f"  inspected {label} on {spec.id}: {t.turns} turns, {t.end_reason}, score {t.grade.score if t.grade else None}")
+
+
+def inspect_table(out:Path):
+    "One row per saved trajectory: tool calls, failed calls, distinct calls, repeated calls, the most repeated call, score."
+    import pandas as pd
+    from collections import Counter
+    rows = []
+    for f in sorted((out / "trajectories").glob("*.jsonl")):
+        for line in f.read_text().splitlines():
+            try: t = json.loads(line)
+            except json.JSONDecodeError: continue
+            calls = [f"{d['tool']}({json.dumps(d['arguments'], sort_keys=True)[:60]})" for d in t['dispatches']]
+            ok = [d['status'] < 400 and not (isinstance(d['body'], dict) and 'error' in d['body']) for d in t['dispatches']]
+            top = Counter(calls).most_common(1)
+            rows.append(dict(agent=f.stem, spec_id=t['spec_id'], turns=t['turns'], end_reason=t['end_reason'],
+                             tool_calls=len(calls), failed=ok.count(False), distinct=len(set(calls)),
+                             repeated=len(calls) - len(set(calls)), most_repeated=f"{top[0][0]} ×{top[0][1]}" if top else '',
+                             score=(t.get('grade') or {}).get('score')))
+    return pd.DataFrame(rows)
+
+
 def gains_table(df, seeds:list, n_boot:int=1000):
     "The paper's table per split: base, each PocketWorker seed, and the mean over seeds (with the seeds' spread)."
     import numpy as np, pandas as pd
@@ -158,6 +197,7 @@ def report(out:Path, seeds:list):
                      for s in seeds if (out / f"sft_s{s}" / "sft_result.json").is_file()})
     (out / "gains.json").write_text(json.dumps(meta, indent=1, default=str) + "\n")
     gains_figure(df).write_html(out / "fig_gains.html", include_plotlyjs='cdn')
+    if any((out / "trajectories").glob("*.jsonl")): inspect_table(out).to_csv(out / "inspect.csv", index=False)
     return table, meta
 
 
@@ -187,6 +227,7 @@ def main(argv=None):
     ap.add_argument('--quick', action='store_true', help="the tiny random model, a small split, 3 SFT steps (CI: the same code path in minutes)")
     ap.add_argument('--report', action='store_true', help="only rebuild the tables and figure from the saved evaluations")
     ap.add_argument('--readme', action='store_true', help="also write the table into README.md's sft_gains block")
+    ap.add_argument('--inspect', type=int, default=0, metavar='N', help="also save whole trajectories (trial 0) of the first N held-out-family tasks per agent under trajectories/, to read what the models do")
     ap.add_argument('--stop-after', choices=['split', 'teach', 'sft', 'eval'], default=None, help="stop after this stage (for staged runs)")
     a = ap.parse_args(argv)
     out = Path(a.out).expanduser().resolve()
@@ -220,6 +261,14 @@ def main(argv=None):
             model = stage_sft(out, s, recs, split_cfg, base, sft_cfg, a.quick)
             if a.stop_after == 'sft': continue
             stage_eval(out, f"pocketworker_s{s}", model, test, a.k, max_new, a.quick)
+        if a.inspect:
+            pick = valid['test_families'][:a.inspect]
+            log(f"inspect: whole trajectories of {len(pick)} held-out-family task(s) per agent")
+            stage_inspect(out, 'base', base, pick, max_new)
+            for s in a.seeds:
+                m = out / f"sft_s{s}" / "final"
+                if (m / "config.json").is_file(): stage_inspect(out, f"pocketworker_s{s}", m, pick, max_new)
+                else: log(f"  pocketworker_s{s}: no model at {m} (trained models are not kept in git): not inspected")
     table, meta = report(out, a.seeds)
     import pandas as pd
     with pd.option_context('display.width', 250, 'display.max_columns', 20, 'display.max_colwidth', 40):

@@ -1,4 +1,5 @@
 "The SFT-gains experiment script: the whole path with the tiny model, resume, report and README generation."
+import json
 import sys
 from pathlib import Path
 
@@ -56,3 +57,17 @@ def test_readme_block_is_generated(quick_run, tmp_path):
     text = readme.read_text()
     assert "old table" not in text and "pocketworker_s0" in text and text.endswith("outro\n")
     assert f"{meta['episodes']} episodes" in text
+
+
+def test_inspect_saves_whole_trajectories(quick_run):
+    assert sft_gains.main(["--quick", "--seeds", "0", "-k", "1", "--inspect", "1", "--out", str(quick_run)]) == 0
+    trajs = {p.stem: p.read_text().splitlines() for p in (quick_run / "trajectories").glob("*.jsonl")}
+    assert sorted(trajs) == ["base", "pocketworker_s0"] and all(len(v) == 1 for v in trajs.values())
+    t = json.loads(trajs["pocketworker_s0"][0])
+    assert t["spec_id"].split("-")[0] in {"offboarding", "vendor_payment"} and t["messages"] and t["end_reason"]
+    ins = pd.read_csv(quick_run / "inspect.csv", keep_default_na=False)
+    assert sorted(ins.agent) == ["base", "pocketworker_s0"] and (ins.tool_calls >= ins.failed).all()
+    f = quick_run / "trajectories" / "base.jsonl"  # a torn last line is dropped and the task rerun; nothing duplicated
+    f.write_text(f.read_text() + '{"spec_id": "torn')
+    assert sft_gains.main(["--quick", "--seeds", "0", "-k", "1", "--inspect", "1", "--out", str(quick_run)]) == 0
+    assert len(f.read_text().splitlines()) == 1 and json.loads(f.read_text())["spec_id"] == t["spec_id"]
