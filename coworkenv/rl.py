@@ -26,7 +26,7 @@ __all__ = ['REWARDS', 'LOG_COLUMNS', 'RUN_ONLY', 'process_reward', 'safety_viola
            'load_rl_specs', 'hf_generator', 'vllm_generator', 'CoworkRollout', 'log_episode_metrics', 'cowork_reward',
            'per_token_advantages', 'cowork_grpo_trainer', 'tool_method_source', 'CoworkToolEnv', 'environment_class',
            'environment_factories', 'cowork_env_metrics', 'rl_log_callback', 'RLResult', 'rl_trainer', 'config_changes',
-           'train_rl', 'rl_figure', 'cmd_rl', 'add_rl_parser']
+           'reward_ends', 'train_rl', 'rl_figure', 'cmd_rl', 'add_rl_parser']
 
 # %% ../nbs/12_rl.ipynb #65777329
 REWARDS = ('score', 'pass', 'strict', 'completion')
@@ -649,6 +649,15 @@ def config_changes(saved:Path, # a run's `rl_config.yaml`
     return [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new))
             if k not in RUN_ONLY and old.get(k) != new.get(k)]
 
+def reward_ends(log, # the run's log (a DataFrame with a `reward` column, one row per logged step)
+               ) -> dict:
+    "`first_reward` / `last_reward`: the mean reward of the first and last quarter of the logged steps (at least one step), not single noisy steps."
+    if log is None or not len(log) or 'reward' not in log: return dict(first_reward=None, last_reward=None, reward_window=0)
+    r = log.reward.dropna()
+    if not len(r): return dict(first_reward=None, last_reward=None, reward_window=0)
+    w = max(1, len(r) // 4)
+    return dict(first_reward=round(float(r.iloc[:w].mean()), 4), last_reward=round(float(r.iloc[-w:].mean()), 4), reward_window=w)
+
 def train_rl(config, # a YAML path, dict or `RLSettings`
              generator:Optional[Callable]=None, # rollout adapter: a custom generation backend (see `rl_trainer`)
              **overrides, # config fields to override
@@ -677,7 +686,7 @@ def train_rl(config, # a YAML path, dict or `RLSettings`
     log = pd.read_csv(out/'log.csv') if (out/'log.csv').is_file() else pd.DataFrame()
     metrics = dict(res.metrics, steps=trainer.state.global_step, resumed_from=ckpt, bf16=bool(trainer.args.bf16), wall_s=round(wall, 2),
                    specs=len(specs), adapter=cfg.adapter, reward=cfg.reward, credit=cfg.credit,
-                   first_reward=float(log.reward.iloc[0]) if len(log) else None, last_reward=float(log.reward.iloc[-1]) if len(log) else None)
+                   **reward_ends(log))
     (out/'rl_result.json').write_text(json.dumps(dict(metrics=metrics, model_dir=str(final)), indent=1, default=str))
     return RLResult(out, final, out/'log.csv', metrics)
 
@@ -716,7 +725,8 @@ def cmd_rl(a) -> int:
     except RLConfigError as e: print(f"rl: {e}", file=sys.stderr); return 2
     m = r.metrics
     print(f"trained {m['steps']} GRPO steps in {m['wall_s']}s ({m['adapter']} adapter, reward {m['reward']}, credit {m['credit']}; "
-          f"reward {m['first_reward']} -> {m['last_reward']}); model: {r.model_dir}; log: {r.log_csv}")
+          f"mean reward of the first / last {m.get('reward_window')} step(s) {m['first_reward']} -> {m['last_reward']}); "
+          f"model: {r.model_dir}; log: {r.log_csv}")
     return 0
 
 def add_rl_parser(sub, # the `add_subparsers()` object of the main parser

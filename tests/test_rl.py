@@ -140,3 +140,11 @@ def test_gpu_configs_are_valid(name):
     a = _grpo_args(cfg, bf16=False)
     assert a.use_vllm and a.vllm_mode == cfg.vllm.mode
     assert (cfg.per_device_train_batch_size * cfg.gradient_accumulation_steps) % cfg.num_generations == 0
+
+
+def test_reward_ends_average_a_quarter_of_the_steps():
+    from coworkenv.rl import reward_ends
+    none = dict(first_reward=None, last_reward=None, reward_window=0)
+    assert reward_ends(pd.DataFrame({"reward": [0.0, 0.2, 1, 1, 1, 1, 0.6, 0.8]})) == dict(first_reward=0.1, last_reward=0.7, reward_window=2)
+    assert reward_ends(pd.DataFrame({"reward": [0.3]})) == dict(first_reward=0.3, last_reward=0.3, reward_window=1)
+    assert reward_ends(pd.DataFrame()) == none and reward_ends(pd.DataFrame({"reward": [float("nan")]})) == none
