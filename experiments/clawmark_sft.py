@@ -194,6 +194,8 @@ def scores_figure(df, agents:list, n_boot:int=1000):
     from coworkenv.evaluate import bootstrap_ci
     stage_cols = sorted([c for c in df if c.startswith('stage:')], key=lambda s: (s == 'stage:final', len(s), s))
     cols = [('score', 'score'), ('score_text', 'text-reachable')] + [(c, c[6:]) for c in stage_cols]
+    import pandas as pd
+    df = df.assign(**{c: pd.to_numeric(df[c], errors='coerce') for c, _ in cols})  # a stage that never ran: blank ('' when read with keep_default_na=False)
     fig = go.Figure()
     for a in agents:
         t = df[df.agent == a].groupby('task_id')[[c for c, _ in cols]].mean()

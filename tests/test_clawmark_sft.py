@@ -124,3 +124,6 @@ def test_quick_path_runs_the_model_agents(tmp_path):
     trajs = (out / "trajectories" / "base.jsonl").read_text().splitlines()
     assert len(trajs) == 2 and all(json.loads(t)["info"]["clawmark"]["task_id"] for t in trajs)
     assert json.loads((out / "summary.json").read_text())["quick"] is True
+    # a stage that never ran is a blank cell: the figure still draws from the CSV as the notebook reads it
+    fig = clawmark_sft.scores_figure(pd.read_csv(out / "results.csv", keep_default_na=False), ["base", "pocketworker"])
+    assert [t.name for t in fig.data] == ["base", "pocketworker"]
