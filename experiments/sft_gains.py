@@ -115,13 +115,14 @@ def inspect_table(out:Path):
     "One row per saved trajectory: tool calls, failed calls, distinct calls, repeated calls, the most repeated call, score."
     import pandas as pd
     from collections import Counter
+    from coworkenv.core import ToolDispatch
     rows = []
     for f in sorted((out / "trajectories").glob("*.jsonl")):
         for line in f.read_text().splitlines():
             try: t = json.loads(line)
             except json.JSONDecodeError: continue
             calls = [f"{d['tool']}({json.dumps(d['arguments'], sort_keys=True)[:60]})" for d in t['dispatches']]
-            ok = [d['status'] < 400 and not (isinstance(d['body'], dict) and 'error' in d['body']) for d in t['dispatches']]
+            ok = [ToolDispatch(**d).ok for d in t['dispatches']]  # the project's one definition of a failed call
             top = Counter(calls).most_common(1)
             rows.append(dict(agent=f.stem, spec_id=t['spec_id'], turns=t['turns'], end_reason=t['end_reason'],
                              tool_calls=len(calls), failed=ok.count(False), distinct=len(set(calls)),
