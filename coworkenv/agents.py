@@ -943,6 +943,13 @@ def _finish(env, agent, error:Exception|None=None, t0:float|None=None, stage:str
 def _tools_of(env, tools):
     return tools if tools is not None else getattr(env, 'tools', [])
 
+def _go_on(env, error:Exception):
+    """After the agent raised `error`: the environment's `StepResult` when the episode goes on without the agent's turn,
+    else None (the error ends the episode). Only an agent whose window is full (`ContextOverflow`), in an environment
+    with `agent_failed(error)`: e.g. a ClawMark day whose agent call fails ends and the next day starts, as upstream."""
+    f = getattr(env, 'agent_failed', None)
+    return f(_describe(error)) if isinstance(error, ContextOverflow) and callable(f) else None
+
 def run_episode(env, # a `CoworkEnv`
                 agent:Agent, # the agent to run
                 seed:int|None=None, # reseed the environment before the episode
@@ -951,16 +958,23 @@ def run_episode(env, # a `CoworkEnv`
     """Run one episode of `agent` in `env`; always returns the trajectory. An agent error ends it as 'agent_error', an
     error inside the environment's step (e.g. its LLM user) as 'env_error', an LLM user that failed as 'user_error', a
     grading failure (e.g. the LLM judge) as 'grade_error' (no grade); each is recorded in `info['errors']` with
-    `info['errored'] = True`. Secrets are redacted from the trajectory."""
-    t0 = time.perf_counter()
+    `info['errored'] = True`. A full context window ends it as 'context_overflow' (graded; an environment with
+    `agent_failed` first plays its remaining part without the agent). Secrets are redacted from the trajectory."""
+    t0, overflow = time.perf_counter(), None
     _, tools = _reset(env, seed)
     for _ in range(max_steps):
         try: msg = agent.act(list(env.messages), tools)
-        except Exception as e: return _finish(env, agent, e, t0)
+        except Exception as e:
+            try: r = _go_on(env, e)
+            except Exception as x: return _finish(env, agent, x, t0, stage='env')
+            if r is None: return _finish(env, agent, e, t0)
+            overflow = e
+            if r.done: break
+            continue
         try: done = env.step(msg).done
         except Exception as e: return _finish(env, agent, e, t0, stage='env')
         if done: break
-    return _finish(env, agent, None, t0)
+    return _finish(env, agent, overflow, t0)
 
 def run_pool(envs:Iterable, # `CoworkEnv`s (each is reset when it starts); may be a lazy iterator
              agent:Agent, # the agent; its `act_batch` gets the running conversations at once
@@ -973,14 +987,14 @@ def run_pool(envs:Iterable, # `CoworkEnv`s (each is reset when it starts); may b
     episodes, and an episode that ends is replaced at once by the next environment (continuous batching: the batch does
     not wait for its longest episode). Trajectories in input order; errors end only their own episode, as in `run_episode`."""
     width = max(1, width or batch_width(agent))
-    it, out, running = enumerate(envs), {}, {}  # running: index -> [env, tools, t0, rounds]
+    it, out, running = enumerate(envs), {}, {}  # running: index -> [env, tools, t0, rounds, ContextOverflow gone on after]
     def finish(i, err=None, stage='agent'):
-        e, _, t0, _ = running.pop(i)
-        out[i] = _finish(e, agent, err, t0, stage=stage)
+        e, _, t0, _, overflow = running.pop(i)
+        out[i] = _finish(e, agent, err if err is not None else overflow, t0, stage=stage)
         if on_done is not None: on_done(i, out[i])
     while True:
         while len(running) < width and (nxt := next(it, None)) is not None:
-            running[nxt[0]] = [nxt[1], _reset(nxt[1], seed)[1], time.perf_counter(), 0]
+            running[nxt[0]] = [nxt[1], _reset(nxt[1], seed)[1], time.perf_counter(), 0, None]
         if not running: break
         act = list(running)
         batch = [(list(running[i][0].messages), running[i][1]) for i in act]
@@ -993,9 +1007,13 @@ def run_pool(envs:Iterable, # `CoworkEnv`s (each is reset when it starts); may b
                 try: replies.append(agent.act(m, t))
                 except Exception as e: replies.append(e)
         for i, msg in zip(act, replies):
-            if isinstance(msg, Exception): finish(i, msg); continue
             running[i][3] += 1
-            try: done = running[i][0].step(msg).done or running[i][3] >= max_steps
+            try:
+                if isinstance(msg, Exception):
+                    if (r := _go_on(running[i][0], msg)) is None: finish(i, msg); continue
+                    running[i][4] = msg
+                    done = r.done or running[i][3] >= max_steps
+                else: done = running[i][0].step(msg).done or running[i][3] >= max_steps
             except Exception as e: finish(i, e, 'env'); continue
             if done: finish(i)
     return [out[i] for i in sorted(out)]

@@ -968,8 +968,8 @@ class ClawMarkEnv:
                                         evidence=cap_text(f"[{key}] {e.description}" + (f" (raised {err})" if err else ""), 600)))
         return out
 
-    def _end_stage(self, reason:str) -> list[Message]:
-        "The day's turn is over: snapshot, the stage's checkers, then the next stage (its message) or the end."
+    def _end_stage(self, reason:str, error:str="") -> list[Message]:
+        "The day's turn is over (`error`: why the agent's turn failed): snapshot, the stage's checkers, then the next stage (its message) or the end."
         sid = f"stage{self.stage}"
         try:
             snap = self.services.sandbox.snapshot(self._dir / "snapshots" / sid)
@@ -980,9 +980,8 @@ class ClawMarkEnv:
             self.errors.append({"turn": self.turn, "source": "env", "error": err})
             self._finish("stage_error"); return []
         ver = self._check(sid) if sid in self.task.rubric else []
-        timed_out = reason == "stage_timeout"
-        self.records.append({"id": sid, "success": not timed_out,
-                             "error": f"the agent's turn timed out after {self.fidelity.stage_timeout:g}s" if timed_out else "",
+        if reason == "stage_timeout": error = f"the agent's turn timed out after {self.fidelity.stage_timeout:g}s"
+        self.records.append({"id": sid, "success": not error, "error": error,
                              "verification_score": weighted_fraction(ver), "verification": ver})
         nxt = self.stage + 1
         if nxt >= len(self.task.stages): self._finish(reason); return []
@@ -1027,6 +1026,22 @@ def step(self:ClawMarkEnv, message) -> StepResult:
     if reason is not None:
         info["stage_end"] = reason
         new += self._end_stage(reason)
+    if self.done: info["end_reason"] = self.end_reason
+    return StepResult(new, self.done, info)
+
+@patch
+def agent_failed(self:ClawMarkEnv, error:str) -> StepResult:
+    """The agent could not produce its turn (`run_episode` calls this when the model's context window is full). As
+    upstream, where a failed agent call does not stop the loop, the day ends unsuccessfully (its record's `success`
+    False, `error` kept): the snapshot and that day's checkers run, then the next day starts (or the final checkers)."""
+    if not self._started: raise EnvError("call reset() before agent_failed()")
+    if self.done:
+        if self.turn == 0: return StepResult([], True, {"end_reason": self.end_reason, "note": "the episode ended before the agent's first turn"})
+        raise EnvError(f"the episode has ended ({self.end_reason}); call reset() to start another")
+    error = cap_text(f"the agent failed: {error}", 2000)
+    info = {"turn": self.turn, "stage": self.stage, "error": error, "stage_end": "agent_failed"}
+    self.problems.append({"turn": self.turn, "stage": self.stage, "error": error})
+    new = self._end_stage("agent_failed", error=error)
     if self.done: info["end_reason"] = self.end_reason
     return StepResult(new, self.done, info)
 

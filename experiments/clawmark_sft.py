@@ -4,6 +4,8 @@
   .venv/bin/python experiments/clawmark_sft.py --suite ~/clawmark/tasks --out experiments/results/clawmark_sft_upstream
   .venv/bin/python experiments/clawmark_sft.py --quick --out /tmp/clawmark_sft_quick   # tiny random model, 2 tasks, k=1
   .venv/bin/python experiments/clawmark_sft.py --report            # only rebuild the tables and figure from what is saved
+  .venv/bin/python experiments/clawmark_sft.py --replay-overflows  # re-run episodes an overflow cut short (saved before
+                                                                   # every day was run after one), without the model
 
 Agents (`--agent LABEL=hf:PATH`, repeatable; the first is the reference of the paired Δ): by default `base`, the prepared
 SmolLM2-135M-Instruct, and `pocketworker`, sft_gains' seed-0 SFT model (experiments/results/sft_gains/sft_s0/final;
@@ -106,6 +108,60 @@ def run_agent(out:Path, label:str, factory, tasks:list, k:int, max_turns:int, pr
                 try: on_done(j, run_episode(e, factory(t)))
                 finally: e.close()
     return len(jobs)
+
+
+def replayed_agent(traj):
+    """An agent that plays a saved trajectory's assistant messages again, in order; past them, a trajectory that ended
+    with a full context window raises `ContextOverflow` again (its model would: the prompt only grows)."""
+    from coworkenv.agents import Agent, AgentError, ContextOverflow, as_messages
+    turns, full = [m for m in traj.messages if m.role == 'assistant'], traj.end_reason == 'context_overflow'
+    class Replayed(Agent):
+        name, model = traj.agent, traj.model
+        def act(self, messages, tools=None):
+            n = sum(m.role == 'assistant' for m in as_messages(messages))
+            if n < len(turns): return turns[n]
+            if full: raise ContextOverflow(f"{traj.agent} (replayed): the context window was full after {len(turns)} turns")
+            raise AgentError(f"replay of {traj.spec_id}: the environment asked for turn {n + 1} of {len(turns)} recorded")
+    return Replayed()
+
+
+def replay_overflows(out:Path, suite) -> int:
+    """Re-run, without the model, the saved episodes that a context overflow cut short (saved before `ClawMarkEnv`
+    went on after an agent failure): their recorded turns are replayed in a fresh environment with the same seed, the
+    replay must reproduce every recorded message (else `RuntimeError`, nothing written), then the model fails each
+    remaining day as it would have, and every checker runs. Rows and trajectories are replaced in place (atomically);
+    returns how many were replayed."""
+    from coworkenv.agents import run_episode
+    from coworkenv.clawmark import ClawMarkEnv, load_clawmark_tasks
+    from coworkenv.core import Trajectory
+    exp = json.loads((out / "experiment.json").read_text())
+    tasks = {t.id: t for t in load_clawmark_tasks(suite)}
+    eps = saved_episodes(out / "episodes.jsonl")
+    cut = {(e['agent'], e['task_id'], e['trial']) for e in eps if e['end_reason'] == 'context_overflow' and e['stages_run'] < e['stages_total']}
+    if not cut: return 0
+    rows, files = {(e['agent'], e['task_id'], e['trial']): e for e in eps}, {}
+    for f in sorted((out / "trajectories").glob("*.jsonl")):
+        trajs = [Trajectory.model_validate_json(l) for l in f.read_text().splitlines() if l.strip()]
+        for j, old in enumerate(trajs):
+            key = (old.agent, old.spec_id, old.seed)  # trial i runs with seed i
+            if key not in cut: continue
+            env = ClawMarkEnv(tasks[old.spec_id], seed=old.seed, agent_media=('text',), max_turns_per_stage=exp['max_turns'])
+            try: new = run_episode(env, replayed_agent(old))
+            finally: env.close()
+            same = [a.model_dump() == b.model_dump() for a, b in zip(old.messages, new.messages)]
+            if len(new.messages) < len(old.messages) or not all(same):
+                at = same.index(False) if not all(same) else len(new.messages)
+                raise RuntimeError(f"replaying {key} does not reproduce the recorded episode (message {at} differs): nothing written")
+            trajs[j] = new
+            rows[key] = {**episode_record(tasks[old.spec_id], old.agent, old.seed, new, rows[key]['seconds']), 'replayed': True}
+            cut.discard(key)
+        files[f] = trajs
+    if cut: raise RuntimeError(f"no saved trajectory for {sorted(cut)}: nothing written")
+    for f, trajs in files.items():
+        f.with_suffix('.tmp').write_text(''.join(t.model_dump_json() + "\n" for t in trajs)); f.with_suffix('.tmp').replace(f)
+    e = out / "episodes.jsonl"
+    e.with_suffix('.tmp').write_text(''.join(json.dumps(r) + "\n" for r in rows.values())); e.with_suffix('.tmp').replace(e)
+    return sum(bool(r.get('replayed')) for r in rows.values())
 
 
 def results_frame(out:Path):
@@ -223,10 +279,17 @@ def main(argv=None):
     ap.add_argument('--out', default=str(OUT_DEFAULT), help=f"results folder (default: {OUT_DEFAULT.relative_to(ROOT)})")
     ap.add_argument('--quick', action='store_true', help="the tiny random model as both agents, 2 tasks, k=1 (CI: the same code path)")
     ap.add_argument('--report', action='store_true', help="only rebuild the tables and figure from the saved episodes")
+    ap.add_argument('--replay-overflows', action='store_true',
+                    help="re-run saved episodes a context overflow cut short (before every day was run) by replaying their "
+                         "turns, without the model, then report")
     ap.add_argument('--quiet', action='store_true', help="no progress bars")
     a = ap.parse_args(argv)
     out = Path(a.out)
-    if not a.report:
+    if a.replay_overflows:
+        exp = json.loads((out / "experiment.json").read_text()) if (out / "experiment.json").is_file() else {}
+        suite = ROOT / exp['suite'] if exp.get('suite') and (ROOT / exp['suite']).exists() else Path(exp.get('suite') or a.suite)
+        log(f"replayed {replay_overflows(out, suite)} episode(s) cut short by a context overflow")
+    elif not a.report:
         from coworkenv.clawmark import load_clawmark_tasks
         from coworkenv.evaluate import agent_factory
         tasks = list(load_clawmark_tasks(a.suite))

@@ -4,13 +4,15 @@
   .venv/bin/python experiments/sft_gains.py --quick --out /tmp/sft_gains_quick   # the same path, tiny model, ~2 min
   .venv/bin/python experiments/sft_gains.py --report          # only rebuild the tables from what is saved
   .venv/bin/python experiments/sft_gains.py --readme          # ... and write the table into README.md
+  .venv/bin/python experiments/sft_gains.py --variant lora --sft experiments/configs/sft_lora.yaml --seeds 0 \
+        --eval-splits test_families -k 1                       # another recipe beside the default one (a probe)
 
 Stages, each skipped when its output is already saved (so an interrupted run continues where it stopped):
   1. split: `split_specs` on the split config (held-out families + held-out seeds of training families; the
      contamination check fails the run), every spec validated; specs saved under OUT/specs/<split>/.
   2. teach: the oracle on the valid training specs, into an append-only trajectory store (OUT/store).
   3. for each training seed s: curate (tool-list variation seeded by s) -> OUT/curated_s<s>; SFT (the config,
-     `seed=s`; TRL checkpoints, resumed) -> OUT/sft_s<s>.
+     `seed=s`; TRL checkpoints, resumed) -> OUT/sft_s<s> (OUT/sft_<variant>_s<s> for `--variant`).
   4. evaluate base and each PocketWorker on the held-out specs, k trials -> OUT/eval/<agent>.csv (one file per agent).
   5. report: OUT/results.csv (every trial), OUT/gains.csv / gains.md (the paper's table: per split, base vs each seed
      and the seed mean, with 95% bootstrap CIs over tasks and paired deltas), OUT/gains.json, OUT/fig_gains.html.
@@ -57,8 +59,8 @@ def stage_split(out:Path, split_cfg):
     return valid
 
 
-def stage_sft(out:Path, seed:int, recs, split_cfg, base, sft_cfg:dict, quick:bool):
-    "Curate with this seed's tool-list variation, then SFT with this seed (resumed from its last checkpoint)."
+def stage_sft(out:Path, seed:int, recs, split_cfg, base, sft_cfg:dict, quick:bool, tag:str=''):
+    "Curate with this seed's tool-list variation, then SFT with this seed into OUT/sft_<tag>s<seed> (resumed from its last checkpoint)."
     from coworkenv.cli import held_out
     from coworkenv.curation import curate
     from coworkenv.sft import train_sft
@@ -67,7 +69,7 @@ def stage_sft(out:Path, seed:int, recs, split_cfg, base, sft_cfg:dict, quick:boo
         held, _ = held_out(recs, split_cfg)
         cur = curate(held, tokenizer=base, out=cur_dir, seed=seed)
         log(f"  curated seed {seed}: {cur.card['rows']} rows")
-    r = train_sft(sft_cfg, model=str(base), dataset=str(cur_dir), output_dir=str(out / f"sft_s{seed}"), seed=seed,
+    r = train_sft(sft_cfg, model=str(base), dataset=str(cur_dir), output_dir=str(out / f"sft_{tag}s{seed}"), seed=seed,
                   progress=not quick, **(QUICK['sft'] if quick else {}))
     log(f"  SFT seed {seed}: {r.metrics.get('steps')} steps, final loss {r.metrics.get('final_loss')}, "
         f"{r.metrics.get('wall_s')} s")
@@ -193,9 +195,12 @@ def report(out:Path, seeds:list):
     table.to_csv(out / "gains.csv", index=False)
     (out / "gains.md").write_text(markdown_table(table))
     meta = dict(agents=sorted(df.agent.unique()), seeds_evaluated=sorted(int(a.rsplit('s', 1)[1]) for a in df.agent.unique() if a.startswith('pocketworker_s')),
+                variants=sorted(a for a in df.agent.unique() if re.fullmatch(r'pocketworker_\w+_s\d+', a)),
                 episodes=len(df), tasks=int(df.spec_id.nunique()),
                 sft={s: json.loads((out / f"sft_s{s}" / "sft_result.json").read_text())['metrics']
-                     for s in seeds if (out / f"sft_s{s}" / "sft_result.json").is_file()})
+                     for s in seeds if (out / f"sft_s{s}" / "sft_result.json").is_file()},
+                sft_variants={d.parent.name: json.loads(d.read_text())['metrics']
+                              for d in sorted(out.glob("sft_*_s*/sft_result.json"))})
     (out / "gains.json").write_text(json.dumps(meta, indent=1, default=str) + "\n")
     gains_figure(df).write_html(out / "fig_gains.html", include_plotlyjs='cdn')
     if any((out / "trajectories").glob("*.jsonl")): inspect_table(out).to_csv(out / "inspect.csv", index=False)
@@ -220,7 +225,8 @@ def write_readme(out:Path, table, meta, readme:Path=ROOT / "README.md"):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--split', default=str(ROOT / "experiments/configs/split_default.yaml"), help="split config YAML")
-    ap.add_argument('--sft', default=str(ROOT / "experiments/configs/sft_default.yaml"), help="SFT config YAML (model, dataset and output_dir are set here)")
+    ap.add_argument('--sft', default=None, help="SFT config YAML (model, dataset and output_dir are set here; default: "
+                    "experiments/configs/sft_default.yaml; with --quick, only when given, under the quick settings)")
     ap.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2], help="training seeds (default: 0 1 2)")
     ap.add_argument('-k', type=int, default=3, help="trials per held-out task and agent (default: 3)")
     ap.add_argument('--max-new-tokens', type=int, default=256, help="new tokens per model turn (default: 256)")
@@ -229,8 +235,14 @@ def main(argv=None):
     ap.add_argument('--report', action='store_true', help="only rebuild the tables and figure from the saved evaluations")
     ap.add_argument('--readme', action='store_true', help="also write the table into README.md's sft_gains block")
     ap.add_argument('--inspect', type=int, default=0, metavar='N', help="also save whole trajectories (trial 0) of the first N held-out-family tasks per agent under trajectories/, to read what the models do")
+    ap.add_argument('--variant', default='', help="a name for another SFT recipe (e.g. `lora` with --sft sft_lora.yaml): "
+                    "its models and agents are sft_<variant>_s<seed> and pocketworker_<variant>_s<seed>, beside the default ones")
+    ap.add_argument('--eval-splits', nargs='+', choices=['test_families', 'test_seeds'], default=['test_families', 'test_seeds'],
+                    help="the held-out splits the PocketWorker models are evaluated on (default: both; the base runs on both)")
     ap.add_argument('--stop-after', choices=['split', 'teach', 'sft', 'eval'], default=None, help="stop after this stage (for staged runs)")
     a = ap.parse_args(argv)
+    if a.variant and not re.fullmatch(r'[a-z0-9]+', a.variant): ap.error(f"--variant must be lowercase letters and digits, got {a.variant!r}")
+    tag = f"{a.variant}_" if a.variant else ''
     out = Path(a.out).expanduser().resolve()
     out.mkdir(parents=True, exist_ok=True)
     if not a.report:
@@ -239,7 +251,7 @@ def main(argv=None):
         from coworkenv.evaluate import load_split_config
         from coworkenv.rollout import rollout
         split_cfg = load_split_config(QUICK['split'] if a.quick else a.split)
-        sft_cfg = yaml.safe_load(Path(a.sft).read_text()) if not a.quick else {}
+        sft_cfg = yaml.safe_load(Path(a.sft or ROOT / "experiments/configs/sft_default.yaml").read_text()) if a.sft or not a.quick else {}
         max_new = QUICK['max_new_tokens'] if a.quick else a.max_new_tokens
         log(f"1/4 split ({'quick' if a.quick else Path(a.split).name}): test families {split_cfg.test_families}")
         valid = stage_split(out, split_cfg)
@@ -256,20 +268,21 @@ def main(argv=None):
             base = prepare_base_model('smollm2')
         log(f"3/4 evaluate the base model on {len(test)} held-out tasks, k={a.k}")
         stage_eval(out, 'base', base, test, a.k, max_new, a.quick)
+        pw_test = [t for n in a.eval_splits for t in valid[n]]
         for s in a.seeds:
-            if (out / "eval" / f"pocketworker_s{s}.csv").is_file(): continue  # evaluated before (its model need not be kept)
-            log(f"4/4 seed {s}: curate, SFT, evaluate")
-            model = stage_sft(out, s, recs, split_cfg, base, sft_cfg, a.quick)
+            if (out / "eval" / f"pocketworker_{tag}s{s}.csv").is_file(): continue  # evaluated before (its model need not be kept)
+            log(f"4/4 seed {s}{f' ({a.variant})' if a.variant else ''}: curate, SFT, evaluate on {len(pw_test)} tasks")
+            model = stage_sft(out, s, recs, split_cfg, base, sft_cfg, a.quick, tag)
             if a.stop_after == 'sft': continue
-            stage_eval(out, f"pocketworker_s{s}", model, test, a.k, max_new, a.quick)
+            stage_eval(out, f"pocketworker_{tag}s{s}", model, pw_test, a.k, max_new, a.quick)
         if a.inspect:
             pick = valid['test_families'][:a.inspect]
             log(f"inspect: whole trajectories of {len(pick)} held-out-family task(s) per agent")
             stage_inspect(out, 'base', base, pick, max_new)
             for s in a.seeds:
-                m = out / f"sft_s{s}" / "final"
-                if (m / "config.json").is_file(): stage_inspect(out, f"pocketworker_s{s}", m, pick, max_new)
-                else: log(f"  pocketworker_s{s}: no model at {m} (trained models are not kept in git): not inspected")
+                m = out / f"sft_{tag}s{s}" / "final"
+                if (m / "config.json").is_file(): stage_inspect(out, f"pocketworker_{tag}s{s}", m, pick, max_new)
+                else: log(f"  pocketworker_{tag}s{s}: no model at {m} (trained models are not kept in git): not inspected")
     table, meta = report(out, a.seeds)
     import pandas as pd
     with pd.option_context('display.width', 250, 'display.max_columns', 20, 'display.max_colwidth', 40):

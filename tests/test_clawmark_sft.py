@@ -116,14 +116,61 @@ def test_quick_path_runs_the_model_agents(tmp_path):
     eps = episodes(out)
     assert sorted({e["agent"] for e in eps}) == ["base", "pocketworker"]
     assert {e["task_id"] for e in eps} == set(clawmark_sft.QUICK["tasks"]) and len(eps) == 4
-    # every episode ended with a reason: all its stages run, or cut where the prompt outgrew the model's window
-    # (finance_receipt_audit's first prompt is ~4.2k tokens of the tiny model's tokenizer; its window is 4,096)
-    assert all(e["end_reason"] != "running" for e in eps)
-    assert all(e["stages_run"] == e["stages_total"] or e["end_reason"] == "context_overflow" for e in eps)
-    assert {e["agent"] for e in eps if e["stages_run"] == e["stages_total"]} == {"base", "pocketworker"}
+    # every episode ended with a reason and ran every day: finance_receipt_audit's first prompt (~4.2k tokens of the
+    # tiny model's tokenizer) outgrows its 4,096-token window, and each of its days then fails (upstream goes on)
+    assert all(e["end_reason"] != "running" and e["stages_run"] == e["stages_total"] for e in eps)
+    full = [e for e in eps if e["end_reason"] == "context_overflow"]
+    assert {e["task_id"] for e in full} == {"finance_receipt_audit"} and all(e["turns"] == 0 for e in full)
     trajs = (out / "trajectories" / "base.jsonl").read_text().splitlines()
     assert len(trajs) == 2 and all(json.loads(t)["info"]["clawmark"]["task_id"] for t in trajs)
     assert json.loads((out / "summary.json").read_text())["quick"] is True
     # a stage that never ran is a blank cell: the figure still draws from the CSV as the notebook reads it
     fig = clawmark_sft.scores_figure(pd.read_csv(out / "results.csv", keep_default_na=False), ["base", "pocketworker"])
     assert [t.name for t in fig.data] == ["base", "pocketworker"]
+
+
+class FullAfter:
+    "The oracle of `task` for its first `n` turns; then its context window is full (as a small model's fills)."
+    def __new__(cls, task, n:int):
+        from coworkenv.agents import Agent, ContextOverflow, as_messages
+        from coworkenv.clawmark import clawmark_agent
+        oracle = clawmark_agent("oracle", task)
+        class _Full(Agent):
+            name = "full"
+            def act(self, messages, tools=None):
+                if sum(m.role == "assistant" for m in as_messages(messages)) >= n: raise ContextOverflow("the prompt is 9,000 tokens")
+                return oracle.act(messages, tools)
+        return _Full()
+
+
+def test_replay_overflows_reruns_cut_episodes_without_the_model(tmp_path):
+    "An episode saved when an overflow still ended the whole episode is replayed: every day's checkers run, same prefix."
+    from coworkenv.agents import run_episode
+    from coworkenv.clawmark import ClawMarkEnv
+    task = next(t for t in load_clawmark_tasks(SUITE) if t.id == "research_reading_digest")
+    class OldEnv(ClawMarkEnv): agent_failed = None  # the behaviour before: an overflow ended the episode on its day
+    n = len(task.solution["stage0"]) - 1  # day 0's tool calls done, its reply never written
+    old = run_episode(OldEnv(task, seed=0, agent_media=("text",)), FullAfter(task, n))
+    assert old.end_reason == "context_overflow" and old.info["clawmark"]["stages_run"] == 0 < len(task.stages)
+    out = tmp_path / "run"; (out / "trajectories").mkdir(parents=True)
+    (out / "experiment.json").write_text(json.dumps(dict(suite=str(SUITE), agents=["full"], k=1, max_turns=30, max_new_tokens=256, quick=False)))
+    rec = clawmark_sft.episode_record(task, "full", 0, old, 12.5)
+    (out / "episodes.jsonl").write_text(json.dumps(rec) + "\n")
+    line = old.model_dump_json()
+    (out / "trajectories" / "full.jsonl").write_text(line + "\n")
+    # a saved trajectory the environment does not reproduce is refused, and nothing is written
+    (out / "trajectories" / "full.jsonl").write_text(line.replace('"role":"tool","content":"{', '"role":"tool","content":"{\\"x\\": 1, ', 1) + "\n")
+    with pytest.raises(RuntimeError, match="does not reproduce"): clawmark_sft.replay_overflows(out, SUITE)
+    assert json.loads((out / "episodes.jsonl").read_text()) == rec
+    (out / "trajectories" / "full.jsonl").write_text(line + "\n")
+    assert clawmark_sft.main(["--replay-overflows", "--quiet", "--out", str(out)]) == 0
+    new = episodes(out)[0]
+    want = run_episode(ClawMarkEnv(task, seed=0, agent_media=("text",)), FullAfter(task, n))
+    assert new["replayed"] and new["stages_run"] == new["stages_total"] == len(task.stages) and new["seconds"] == 12.5
+    assert new["end_reason"] == want.end_reason == "context_overflow" and new["score"] == pytest.approx(want.grade.score)
+    assert new["score"] == pytest.approx(want.info["clawmark"]["score"]) and new["score_all"] == pytest.approx(want.info["clawmark"]["score_all_checkers"])
+    assert {s["id"]: s["verification_score"] for s in want.info["clawmark"]["stages"]} == new["stages"]
+    traj = json.loads((out / "trajectories" / "full.jsonl").read_text())
+    assert traj["messages"][:len(old.messages)] == json.loads(line)["messages"] and len(traj["messages"]) > len(old.messages)
+    assert clawmark_sft.replay_overflows(out, SUITE) == 0  # nothing left to replay
+    assert (out / "table.csv").is_file()

@@ -71,3 +71,39 @@ def test_inspect_saves_whole_trajectories(quick_run):
     f.write_text(f.read_text() + '{"spec_id": "torn')
     assert sft_gains.main(["--quick", "--seeds", "0", "-k", "1", "--inspect", "1", "--out", str(quick_run)]) == 0
     assert len(f.read_text().splitlines()) == 1 and json.loads(f.read_text())["spec_id"] == t["spec_id"]
+
+
+def test_a_variant_recipe_runs_beside_the_default(quick_run):
+    "`--variant lora` (LoRA config) trains and evaluates its own models on the chosen split, beside the default seed."
+    args = ["--quick", "--seeds", "0", "-k", "1", "--out", str(quick_run)]
+    assert sft_gains.main(args + ["--variant", "lora", "--sft", str(ROOT / "experiments/configs/sft_lora.yaml"),
+                                  "--eval-splits", "test_families"]) == 0
+    assert json.loads((quick_run / "sft_lora_s0" / "sft_result.json").read_text())["metrics"]["lora"] is True
+    assert not json.loads((quick_run / "sft_s0" / "sft_result.json").read_text())["metrics"]["lora"]
+    ev = pd.read_csv(quick_run / "eval" / "pocketworker_lora_s0.csv")
+    assert set(ev.split) == {"test_families"} and set(ev.agent) == {"pocketworker_lora_s0"}
+    g = pd.read_csv(quick_run / "gains.csv")
+    assert list(g[g.split == "test_families"].agent) == ["base", "pocketworker_lora_s0", "pocketworker_s0"]
+    assert list(g[g.split == "test_seeds"].agent) == ["base", "pocketworker_s0"]
+    meta = json.loads((quick_run / "gains.json").read_text())
+    assert meta["seeds_evaluated"] == [0] and meta["variants"] == ["pocketworker_lora_s0"] and "sft_lora_s0" in meta["sft_variants"]
+    with pytest.raises(SystemExit):
+        sft_gains.main(args + ["--variant", "LoRA!"])
+
+
+def test_sft_memory_benchmark_measures_each_setting(quick_run, tmp_path):
+    "benchmarks/sft_memory.py on the quick run's curated rows: one fresh process per setting, figures saved."
+    import subprocess
+    out = tmp_path / "mem.json"
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "sft_memory.py"), "--data", str(quick_run / "curated_s0"),
+           "--config", str(ROOT / "experiments/configs/sft_tiny.yaml"), "--rows", "2",
+           "--setting", "gradient_checkpointing=true,seed=1", "--json", str(out)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    d = json.loads(out.read_text())
+    rows = pd.read_csv(quick_run / "curated_s0" / "rows.csv")
+    assert d["lengths"] == sorted(rows.tokens, reverse=True)[:2]
+    assert [r["setting"] for r in d["runs"]] == [{}, {"gradient_checkpointing": True, "seed": 1}]
+    assert all(r["peak_rss_gb"] > 0.1 and r["tokens"] > 0 for r in d["runs"]) and "peak" in p.stdout
+    bad = subprocess.run(cmd[:-4] + ["--setting", "no-equals-sign"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "KEY=VALUE" in bad.stderr + bad.stdout
