@@ -232,15 +232,17 @@ def report(out:Path, n_boot:int=1000):
           f"`{ref}` on the same tasks.", "", markdown_table(table), "## Per stage", "", markdown_table(stages),
           "## Per task (×100: upstream score and text-reachable score)", "", markdown_table(per_task_tbl.reset_index()), ""]
     (out / "summary.md").write_text("\n".join(md))
-    scores_figure(df, agents, n_boot).write_html(out / "fig_scores.html", include_plotlyjs="cdn")
+    scores_figure(df, agents, n_boot).write_html(out / "fig_scores.html", include_plotlyjs="cdn", div_id="fig_scores")  # a fixed id: a rerun writes the same bytes
     return table, stages, meta
 
 
 def media_table(suite, task_ids) -> dict:
     "Per task: the share of checker weight a text-only agent may not reach (media-linked), from `media_report`."
-    if not suite or not Path(suite).exists(): return {}
+    path = Path(suite or '')
+    if not path.is_absolute(): path = ROOT / path  # experiment.json keeps a suite inside the project relative to it
+    if not suite or not path.exists(): return {}
     from coworkenv.clawmark import load_clawmark_tasks, media_report
-    tasks = [t for t in load_clawmark_tasks(suite) if t.id in set(task_ids)]
+    tasks = [t for t in load_clawmark_tasks(path) if t.id in set(task_ids)]
     return {t.id: media_report(t, ('text',))['summary']['media_linked_weight_share'] for t in tasks}
 
 

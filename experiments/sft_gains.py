@@ -59,16 +59,22 @@ def stage_split(out:Path, split_cfg):
     return valid
 
 
-def stage_sft(out:Path, seed:int, recs, split_cfg, base, sft_cfg:dict, quick:bool, tag:str=''):
-    "Curate with this seed's tool-list variation, then SFT with this seed into OUT/sft_<tag>s<seed> (resumed from its last checkpoint)."
+def stage_curate(out:Path, seed:int, recs, split_cfg, base) -> Path:
+    "Curate the teacher's trajectories with this seed's tool-list variation into OUT/curated_s<seed> (skipped when saved)."
     from coworkenv.cli import held_out
     from coworkenv.curation import curate
-    from coworkenv.sft import train_sft
     cur_dir = out / f"curated_s{seed}"
     if not (cur_dir / "train.jsonl").is_file():
         held, _ = held_out(recs, split_cfg)
         cur = curate(held, tokenizer=base, out=cur_dir, seed=seed)
         log(f"  curated seed {seed}: {cur.card['rows']} rows")
+    return cur_dir
+
+
+def stage_sft(out:Path, seed:int, recs, split_cfg, base, sft_cfg:dict, quick:bool, tag:str=''):
+    "Curate with this seed's tool-list variation, then SFT with this seed into OUT/sft_<tag>s<seed> (resumed from its last checkpoint)."
+    from coworkenv.sft import train_sft
+    cur_dir = stage_curate(out, seed, recs, split_cfg, base)
     r = train_sft(sft_cfg, model=str(base), dataset=str(cur_dir), output_dir=str(out / f"sft_{tag}s{seed}"), seed=seed,
                   progress=not quick, **(QUICK['sft'] if quick else {}))
     log(f"  SFT seed {seed}: {r.metrics.get('steps')} steps, final loss {r.metrics.get('final_loss')}, "
@@ -202,7 +208,7 @@ def report(out:Path, seeds:list):
                 sft_variants={d.parent.name: json.loads(d.read_text())['metrics']
                               for d in sorted(out.glob("sft_*_s*/sft_result.json"))})
     (out / "gains.json").write_text(json.dumps(meta, indent=1, default=str) + "\n")
-    gains_figure(df).write_html(out / "fig_gains.html", include_plotlyjs='cdn')
+    gains_figure(df).write_html(out / "fig_gains.html", include_plotlyjs='cdn', div_id='fig_gains')  # a fixed id: a rerun writes the same bytes
     if any((out / "trajectories").glob("*.jsonl")): inspect_table(out).to_csv(out / "inspect.csv", index=False)
     return table, meta
 
@@ -239,7 +245,8 @@ def main(argv=None):
                     "its models and agents are sft_<variant>_s<seed> and pocketworker_<variant>_s<seed>, beside the default ones")
     ap.add_argument('--eval-splits', nargs='+', choices=['test_families', 'test_seeds'], default=['test_families', 'test_seeds'],
                     help="the held-out splits the PocketWorker models are evaluated on (default: both; the base runs on both)")
-    ap.add_argument('--stop-after', choices=['split', 'teach', 'sft', 'eval'], default=None, help="stop after this stage (for staged runs)")
+    ap.add_argument('--stop-after', choices=['split', 'teach', 'curate', 'sft', 'eval'], default=None,
+                    help="stop after this stage (for staged runs; 'curate': each seed's curated dataset, e.g. for benchmarks/sft_memory.py)")
     a = ap.parse_args(argv)
     if a.variant and not re.fullmatch(r'[a-z0-9]+', a.variant): ap.error(f"--variant must be lowercase letters and digits, got {a.variant!r}")
     tag = f"{a.variant}_" if a.variant else ''
@@ -266,6 +273,9 @@ def main(argv=None):
         else:
             from coworkenv.models import prepare_base_model
             base = prepare_base_model('smollm2')
+        if a.stop_after == 'curate':
+            for s in a.seeds: stage_curate(out, s, recs, split_cfg, base)
+            return 0
         log(f"3/4 evaluate the base model on {len(test)} held-out tasks, k={a.k}")
         stage_eval(out, 'base', base, test, a.k, max_new, a.quick)
         pw_test = [t for n in a.eval_splits for t in valid[n]]

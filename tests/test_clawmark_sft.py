@@ -174,3 +174,12 @@ def test_replay_overflows_reruns_cut_episodes_without_the_model(tmp_path):
     assert traj["messages"][:len(old.messages)] == json.loads(line)["messages"] and len(traj["messages"]) > len(old.messages)
     assert clawmark_sft.replay_overflows(out, SUITE) == 0  # nothing left to replay
     assert (out / "table.csv").is_file()
+
+
+def test_report_is_the_same_from_any_working_directory(baselines, monkeypatch, tmp_path):
+    "experiment.json keeps the suite relative to the project: the media shares must not depend on the cwd (the notebook runs in experiments/)."
+    want = json.loads((baselines / "summary.json").read_text())["media_linked_weight_share"]
+    assert want["finance_receipt_audit"] > 0
+    monkeypatch.chdir(tmp_path)
+    clawmark_sft.report(baselines)
+    assert json.loads((baselines / "summary.json").read_text())["media_linked_weight_share"] == want

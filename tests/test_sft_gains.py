@@ -107,3 +107,9 @@ def test_sft_memory_benchmark_measures_each_setting(quick_run, tmp_path):
     assert all(r["peak_rss_gb"] > 0.1 and r["tokens"] > 0 for r in d["runs"]) and "peak" in p.stdout
     bad = subprocess.run(cmd[:-4] + ["--setting", "no-equals-sign"], capture_output=True, text=True, timeout=120)
     assert bad.returncode != 0 and "KEY=VALUE" in bad.stderr + bad.stdout
+
+
+def test_stop_after_curate_writes_only_the_datasets(quick_run):
+    assert sft_gains.main(["--quick", "--seeds", "1", "-k", "1", "--stop-after", "curate", "--out", str(quick_run)]) == 0
+    assert (quick_run / "curated_s1" / "train.jsonl").is_file() and (quick_run / "curated_s1" / "rows.csv").is_file()
+    assert not (quick_run / "sft_s1").exists() and not (quick_run / "eval" / "pocketworker_s1.csv").exists()
