@@ -16,8 +16,8 @@ __all__ = ['STYLE', 'W', 'DEMO_AGENTS', 'METRICS', 'GROUPS', 'esc', 'short', 'wr
            'replay_events', 'regrade', 'grade_deltas', 'results_from_records', 'make_demo_runs', 'sort_records',
            'tool_rows', 'check_rows', 'WorkspaceExplorer', 'event_text', 'grade_html', 'TrajectoryStepper',
            'param_widget', 'params_from_form', 'GraderEditor', 'suite_table', 'suite_figure', 'read_results',
-           'show_figure', 'SuiteBrowser', 'RunsDir', 'Studio', 'studio_notebook', 'free_port', 'studio_command',
-           'serve_studio', 'cmd_studio', 'add_studio_parser']
+           'figure_bundle', 'show_figure', 'SuiteBrowser', 'RunsDir', 'Studio', 'studio_notebook', 'free_port',
+           'studio_command', 'serve_studio', 'cmd_studio', 'add_studio_parser']
 
 # %% ../nbs/15_widgets.ipynb #1289a88e
 import pandas as pd
@@ -759,10 +759,14 @@ def read_results(path) -> pd.DataFrame:
     "A results CSV, read so that an agent called `null` stays `'null'` (pandas reads it as a missing value by default)."
     return pd.read_csv(path, keep_default_na=False, na_values=[''])
 
+def figure_bundle(fig) -> dict:
+    "A plotly figure as its mime bundle (rendered by JupyterLab's and Voila's plotly extension)."
+    return {'application/vnd.plotly.v1+json': json.loads(fig.to_json()), 'text/plain': f"<plotly figure: {len(fig.data)} traces>"}
+
 def show_figure(fig):
-    "Display a plotly figure as its mime bundle (rendered by JupyterLab's and Voila's plotly extension), without plotly's renderer lookup."
+    "Display a plotly figure as its mime bundle, without plotly's renderer lookup."
     from IPython.display import display
-    display({'application/vnd.plotly.v1+json': json.loads(fig.to_json()), 'text/plain': f"<plotly figure: {len(fig.data)} traces>"}, raw=True)
+    display(figure_bundle(fig), raw=True)
 
 class SuiteBrowser(HTMLFallback):
     "Scores by family/capability/difficulty × agent: a clickable heat map and a plotly chart; a cell opens its episodes."
@@ -803,8 +807,9 @@ class SuiteBrowser(HTMLFallback):
                 self.buttons[(g, a)] = b; cells.append(b)
         self.grid.children = cells
         self.grid.layout = W.Layout(grid_template_columns=f"minmax(160px, max-content) repeat({len(t.columns)}, 90px)", grid_gap='2px')
-        self.chart.clear_output()
-        with self.chart: show_figure(suite_figure(t, self.metric.value))
+        # the chart is set as the output widget's state, not captured with `with self.chart:`: a capture during Voila's
+        # execution of the studio stalled the page for good when the browser connected to the kernel meanwhile
+        self.chart.outputs = ({'output_type': 'display_data', 'metadata': {}, 'data': figure_bundle(suite_figure(t, self.metric.value))},)
 
     def rows_of(self, group, agent) -> pd.DataFrame:
         "The episodes of one heat-map cell."

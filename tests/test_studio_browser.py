@@ -69,7 +69,10 @@ def browser(tmp_path_factory):
     o.binary_location = CHROMIUM
     for f in FLAGS + [f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"]: o.add_argument(f)
     d = webdriver.Chrome(service=Service(DRIVER), options=o)
-    d.set_page_load_timeout(60)
+    # the page finishes loading once Voila has executed the studio notebook (seconds); below selenium's own 120 s read
+    # timeout, so that a page that never finishes is reported by chromium (it was, before the suite chart stopped
+    # capturing output with `with output:`, whenever the browser connected while the notebook ran)
+    d.set_page_load_timeout(100)
     yield d
     d.quit()
 
