@@ -1,15 +1,18 @@
 """Peak memory and speed of `coworkenv sft` on the longest rows of a curated dataset, per config setting.
 
-  .venv/bin/python benchmarks/sft_memory.py --data experiments/results/sft_gains/curated_s1 [--rows 4]
+  .venv/bin/python benchmarks/sft_memory.py --data experiments/results/sft_gains/curated_s1 [--rows 4] [--steps 1]
         [--config experiments/configs/sft_default.yaml] [--setting gradient_checkpointing=true] [--setting max_length=4096]
         [--json benchmarks/results/sft_memory.json]
 
-Takes the `--rows` longest rows of the curated dataset (by the token lengths curation saved in rows.csv) and trains
-the config's model on them for one optimizer step (`--rows` rows accumulated at batch 1, no checkpoint), once with
+Takes the `--rows` × `--steps` longest rows of the curated dataset (by the token lengths curation saved in rows.csv)
+and trains the config's model on them for `--steps` optimizer steps (`--rows` rows accumulated at batch 1, no
+checkpoint), once with
 the config as it is and once per `--setting KEY=VALUE` (YAML values; several KEY=VALUE pairs joined by commas make
 one setting), each in a fresh subprocess: its peak resident memory (ru_maxrss: model load included) is the figure.
-Prints peak GB, seconds, trained tokens and tokens/s per setting. The peak of a batch-1 run is set by its longest
-row, so this measures what a whole epoch would peak at, in minutes instead of hours.
+Prints peak GB, seconds, trained tokens and tokens/s per setting. The peak of one step is set by its longest row;
+with `--steps` > 1 the resident memory is also sampled every 5 s, and the largest sample of the first and of the last
+step-sized stretch of the run show whether memory creeps from step to step (the first 24-step SFT without activation
+checkpointing crept past 24 GB and was killed, where one step peaks at ~12 GB).
 """
 import argparse, json, os, resource, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -42,23 +45,42 @@ def longest_rows(data:Path, n:int, dest:Path) -> list[int]:
     return [int(rows.tokens[i]) for i in top]
 
 
+def rss_gb() -> float:
+    "This process's resident memory now (Linux /proc), in GB."
+    for line in Path('/proc/self/status').read_text().splitlines():
+        if line.startswith('VmRSS:'): return int(line.split()[1]) / 2**20
+    return float('nan')
+
+
 def worker(a):
     "One training in this process; prints a JSON line with the figures."
+    import threading
     from coworkenv.sft import train_sft
     t0 = time.time()
+    samples, stop = [], threading.Event()
+    def sample():
+        while not stop.wait(5): samples.append((round(time.time() - t0, 1), round(rss_gb(), 2)))
+    threading.Thread(target=sample, daemon=True).start()
     cfg = yaml.safe_load(Path(a.config).read_text())
-    cfg.update(dataset=a.data_file, output_dir=a.out, max_steps=1, num_train_epochs=1, gradient_accumulation_steps=a.rows,
+    cfg.update(dataset=a.data_file, output_dir=a.out, max_steps=a.steps, num_train_epochs=1, gradient_accumulation_steps=a.rows,
                per_device_train_batch_size=1, save_steps=10**6, resume=False, progress=False, **json.loads(a.setting_json))
+    t_train = time.time() - t0
     m = train_sft(cfg).metrics
+    stop.set()
+    train = [r for t, r in samples if t >= t_train]
+    k = max(1, len(train) // a.steps)  # samples per step, roughly
     print(json.dumps(dict(tokens=m['num_tokens'], train_runtime=m['train_runtime'], total_wall_s=round(time.time() - t0, 1),
-                          peak_rss_gb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2))))
+                          peak_rss_gb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+                          rss_first_step_gb=max(train[:k], default=None), rss_last_step_gb=max(train[-k:], default=None),
+                          rss_samples=samples)))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--data', required=True, help="a curated folder (train.jsonl and rows.csv with token lengths)")
     ap.add_argument('--config', default=str(ROOT / 'experiments/configs/sft_default.yaml'), help="the SFT config YAML")
-    ap.add_argument('--rows', type=int, default=4, help="how many of the longest rows (one optimizer step)")
+    ap.add_argument('--rows', type=int, default=4, help="rows per optimizer step (accumulated at batch 1)")
+    ap.add_argument('--steps', type=int, default=1, help="optimizer steps (the rows × steps longest rows are used)")
     ap.add_argument('--setting', action='append', default=[], help="KEY=VALUE[,KEY=VALUE] config overrides (repeatable)")
     ap.add_argument('--no-baseline', action='store_true', help="skip the run with the config as it is")
     ap.add_argument('--json', help="also write the figures here")
@@ -72,10 +94,10 @@ def main():
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         data_file = Path(tmp) / 'longest.jsonl'
-        lengths = longest_rows(Path(a.data), a.rows, data_file)
-        print(f"{a.rows} longest rows of {a.data}: {lengths} tokens; config {a.config}", flush=True)
+        lengths = longest_rows(Path(a.data), a.rows * a.steps, data_file)
+        print(f"{len(lengths)} longest rows of {a.data}: {lengths} tokens; {a.steps} step(s) of {a.rows}; config {a.config}", flush=True)
         for i, s in enumerate(settings):
-            cmd = [sys.executable, __file__, '--worker', '--config', a.config, '--rows', str(a.rows), '--data', a.data,
+            cmd = [sys.executable, __file__, '--worker', '--config', a.config, '--rows', str(a.rows), '--steps', str(a.steps), '--data', a.data,
                    '--data-file', str(data_file), '--out', str(Path(tmp) / f'run{i}'), '--setting-json', json.dumps(s)]
             p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, 'TQDM_DISABLE': '1'})
             label = ', '.join(f"{k}={v}" for k, v in s.items()) or 'config as it is'
@@ -85,11 +107,13 @@ def main():
             r = json.loads(p.stdout.strip().splitlines()[-1])
             r.update(setting=s, label=label, tokens_per_s=round(r['tokens'] / r['train_runtime'], 1))
             results.append(r)
+            creep = (f"; resident memory over the first / last step {r['rss_first_step_gb']} / {r['rss_last_step_gb']} GB"
+                     if a.steps > 1 else '')
             print(f"{label}: peak {r['peak_rss_gb']:.1f} GB, {r['train_runtime']:.0f} s for {r['tokens']:,} tokens "
-                  f"({r['tokens_per_s']} tokens/s)", flush=True)
+                  f"({r['tokens_per_s']} tokens/s){creep}", flush=True)
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(json.dumps(dict(data=a.data, config=a.config, rows=a.rows, lengths=lengths, runs=results,
+        Path(a.json).write_text(json.dumps(dict(data=a.data, config=a.config, rows=a.rows, steps=a.steps, lengths=lengths, runs=results,
                                                 cpu_count=os.cpu_count()), indent=1) + "\n")
 
 

@@ -96,15 +96,15 @@ def test_sft_memory_benchmark_measures_each_setting(quick_run, tmp_path):
     import subprocess
     out = tmp_path / "mem.json"
     cmd = [sys.executable, str(ROOT / "benchmarks" / "sft_memory.py"), "--data", str(quick_run / "curated_s0"),
-           "--config", str(ROOT / "experiments/configs/sft_tiny.yaml"), "--rows", "2",
+           "--config", str(ROOT / "experiments/configs/sft_tiny.yaml"), "--rows", "2", "--steps", "2",
            "--setting", "gradient_checkpointing=true,seed=1", "--json", str(out)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
     d = json.loads(out.read_text())
     rows = pd.read_csv(quick_run / "curated_s0" / "rows.csv")
-    assert d["lengths"] == sorted(rows.tokens, reverse=True)[:2]
+    assert d["lengths"] == sorted(rows.tokens, reverse=True)[:4] and d["steps"] == 2  # rows x steps longest rows
     assert [r["setting"] for r in d["runs"]] == [{}, {"gradient_checkpointing": True, "seed": 1}]
-    assert all(r["peak_rss_gb"] > 0.1 and r["tokens"] > 0 for r in d["runs"]) and "peak" in p.stdout
+    assert all(r["peak_rss_gb"] > 0.1 and r["tokens"] > 0 and "rss_last_step_gb" in r for r in d["runs"]) and "peak" in p.stdout
     bad = subprocess.run(cmd[:-4] + ["--setting", "no-equals-sign"], capture_output=True, text=True, timeout=120)
     assert bad.returncode != 0 and "KEY=VALUE" in bad.stderr + bad.stdout
 
