@@ -236,11 +236,15 @@ def report(out:Path, n_boot:int=1000):
     return table, stages, meta
 
 
+def suite_path(suite) -> Path:
+    "A suite as experiment.json records it: one inside the project is kept relative to the project root."
+    p = Path(suite)
+    return p if p.is_absolute() else ROOT / p
+
+
 def media_table(suite, task_ids) -> dict:
     "Per task: the share of checker weight a text-only agent may not reach (media-linked), from `media_report`."
-    path = Path(suite or '')
-    if not path.is_absolute(): path = ROOT / path  # experiment.json keeps a suite inside the project relative to it
-    if not suite or not path.exists(): return {}
+    if not suite or not (path := suite_path(suite)).exists(): return {}
     from coworkenv.clawmark import load_clawmark_tasks, media_report
     tasks = [t for t in load_clawmark_tasks(path) if t.id in set(task_ids)]
     return {t.id: media_report(t, ('text',))['summary']['media_linked_weight_share'] for t in tasks}
@@ -289,8 +293,7 @@ def main(argv=None):
     out = Path(a.out)
     if a.replay_overflows:
         exp = json.loads((out / "experiment.json").read_text()) if (out / "experiment.json").is_file() else {}
-        suite = ROOT / exp['suite'] if exp.get('suite') and (ROOT / exp['suite']).exists() else Path(exp.get('suite') or a.suite)
-        log(f"replayed {replay_overflows(out, suite)} episode(s) cut short by a context overflow")
+        log(f"replayed {replay_overflows(out, suite_path(exp.get('suite') or a.suite))} episode(s) cut short by a context overflow")
     elif not a.report:
         from coworkenv.clawmark import load_clawmark_tasks
         from coworkenv.evaluate import agent_factory

@@ -258,7 +258,8 @@ def main(argv=None):
         from coworkenv.evaluate import load_split_config
         from coworkenv.rollout import rollout
         split_cfg = load_split_config(QUICK['split'] if a.quick else a.split)
-        sft_cfg = yaml.safe_load(Path(a.sft or ROOT / "experiments/configs/sft_default.yaml").read_text()) if a.sft or not a.quick else {}
+        sft_path = a.sft or (None if a.quick else ROOT / "experiments/configs/sft_default.yaml")  # --quick: the quick settings alone
+        sft_cfg = yaml.safe_load(Path(sft_path).read_text()) if sft_path else {}
         max_new = QUICK['max_new_tokens'] if a.quick else a.max_new_tokens
         log(f"1/4 split ({'quick' if a.quick else Path(a.split).name}): test families {split_cfg.test_families}")
         valid = stage_split(out, split_cfg)
