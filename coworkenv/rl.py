@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .core import Grade, Message, TaskSpec, load_spec
 from .env import CoworkEnv
 from .agents import HFAgent, as_tools, hf_message, parse_tool_calls, unique_call_ids
-from .sft import LoraSettings, _last_checkpoint, _peft, _resolve, bf16_supported
+from .sft import LoraSettings, _last_checkpoint, _peft, merge_adapter, _resolve, bf16_supported
 
 # %% auto #0
 __all__ = ['REWARDS', 'LOG_COLUMNS', 'RUN_ONLY', 'process_reward', 'safety_violated', 'turn_rewards', 'turn_returns',
@@ -669,9 +669,12 @@ def train_rl(config, # a YAML path, dict or `RLSettings`
     if cfg.resume and (changed := config_changes(out/'rl_config.yaml', cfg)):
         raise RLConfigError(f"{out} holds a run with a different config ({'; '.join(changed)}): resuming would mix the two; "
                             "use a new output_dir, or `resume: false` to start over there")
-    if cfg.resume and (out/'rl_result.json').is_file() and (final/'config.json').is_file():
-        r = json.loads((out/'rl_result.json').read_text())
-        return RLResult(out, final, out/'log.csv', r['metrics'])  # finished before: nothing to do
+    if cfg.resume and (out/'rl_result.json').is_file():
+        if not (final/'config.json').is_file() and (out/'adapter'/'adapter_config.json').is_file():
+            merge_adapter(cfg.model, out/'adapter', final)  # a finished LoRA run whose merged model was not kept
+        if (final/'config.json').is_file():
+            r = json.loads((out/'rl_result.json').read_text())
+            return RLResult(out, final, out/'log.csv', r['metrics'])  # finished before: nothing to do
     trainer = rl_trainer(cfg, specs, generator)
     out.mkdir(parents=True, exist_ok=True)
     (out/'rl_config.yaml').write_text(yaml.safe_dump(cfg.model_dump(), sort_keys=False))
@@ -680,7 +683,9 @@ def train_rl(config, # a YAML path, dict or `RLSettings`
     res = trainer.train(resume_from_checkpoint=ckpt)
     wall = time.time() - t0
     m = trainer.model
-    if cfg.lora is not None: m = m.merge_and_unload()
+    if cfg.lora is not None:
+        m.save_pretrained(out/'adapter')  # the adapter alone (MBs): `merge_adapter` rebuilds final/ from it and the start model
+        m = m.merge_and_unload()
     m.save_pretrained(final); trainer.processing_class.save_pretrained(final)
     import pandas as pd
     log = pd.read_csv(out/'log.csv') if (out/'log.csv').is_file() else pd.DataFrame()

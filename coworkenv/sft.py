@@ -6,7 +6,7 @@ Docs: https://coworkenv.github.io/coworkenv/sft.html.md"""
 
 # %% ../nbs/11_sft.ipynb #b9b2439c
 from __future__ import annotations
-import json, math, os, sys, time
+import json, math, os, shutil, sys, tempfile, time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 # %% auto #0
 __all__ = ['SFTConfigError', 'LoraSettings', 'SFTSettings', 'load_sft_config', 'load_sft_dataset', 'check_sft_dataset',
-           'bf16_supported', 'use_logits_loss', 'logits_loss_trainer', 'SFTResult', 'loss_table', 'train_sft',
-           'loss_figure', 'cmd_sft', 'add_sft_parser']
+           'bf16_supported', 'use_logits_loss', 'logits_loss_trainer', 'SFTResult', 'loss_table', 'merge_adapter',
+           'train_sft', 'loss_figure', 'cmd_sft', 'add_sft_parser']
 
 # %% ../nbs/11_sft.ipynb #e48f5358
 class SFTConfigError(ValueError):
@@ -205,6 +205,26 @@ def _last_checkpoint(out:Path) -> Optional[str]:
     from transformers.trainer_utils import get_last_checkpoint
     return get_last_checkpoint(str(out)) if out.is_dir() else None
 
+# %% ../nbs/11_sft.ipynb #69c4e3b4
+def merge_adapter(base, # the base model the adapter was trained on (hub id or folder)
+                  adapter, # a LoRA adapter folder (`output_dir/adapter` of a LoRA run)
+                  out, # the merged model folder to write
+                 ) -> Path:
+    """Merge a LoRA adapter into its base model and save a plain transformers folder (atomic: an interrupted merge
+    leaves no half folder). A LoRA run keeps its adapter, so its model can be rebuilt where only the adapter was kept."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from peft import PeftModel
+    out = Path(out); out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, dtype='float32'), str(adapter))
+        model.merge_and_unload().save_pretrained(tmp); AutoTokenizer.from_pretrained(base).save_pretrained(tmp)
+        if out.exists(): shutil.rmtree(out)
+        tmp.replace(out)
+    finally: shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 # %% ../nbs/11_sft.ipynb #e91ded58
 def train_sft(config, # a YAML path, dict or `SFTSettings`
               **overrides, # config fields to override
@@ -214,9 +234,12 @@ def train_sft(config, # a YAML path, dict or `SFTSettings`
     ds = load_sft_dataset(cfg.dataset)
     check_sft_dataset(ds, cfg.dataset, cfg.assistant_only_loss)
     out = Path(cfg.output_dir); final = out/'final'
-    if (out/'sft_result.json').is_file() and (final/'config.json').is_file() and cfg.resume:
-        r = json.loads((out/'sft_result.json').read_text())
-        return SFTResult(out, final, out/'loss.csv', r['metrics'])  # finished before: nothing to do
+    if (out/'sft_result.json').is_file() and cfg.resume:
+        if not (final/'config.json').is_file() and (out/'adapter'/'adapter_config.json').is_file():
+            merge_adapter(cfg.model, out/'adapter', final)  # a finished LoRA run whose merged model was not kept
+        if (final/'config.json').is_file():
+            r = json.loads((out/'sft_result.json').read_text())
+            return SFTResult(out, final, out/'loss.csv', r['metrics'])  # finished before: nothing to do
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTTrainer
     try:
@@ -241,7 +264,9 @@ def train_sft(config, # a YAML path, dict or `SFTSettings`
     res = trainer.train(resume_from_checkpoint=ckpt)
     wall = time.time() - t0
     m = trainer.model
-    if cfg.lora is not None: m = m.merge_and_unload()
+    if cfg.lora is not None:
+        m.save_pretrained(out/'adapter')  # the adapter alone (MBs): `merge_adapter` rebuilds final/ from it and the base
+        m = m.merge_and_unload()
     m.save_pretrained(final); tok.save_pretrained(final)
     hist = trainer.state.log_history
     lt = loss_table(hist); lt.to_csv(out/'loss.csv', index=False)

@@ -12,7 +12,9 @@ Stages, each skipped when its output is already saved (so an interrupted run con
      contamination check fails the run), every spec validated; specs saved under OUT/specs/<split>/.
   2. teach: the oracle on the valid training specs, into an append-only trajectory store (OUT/store).
   3. for each training seed s: curate (tool-list variation seeded by s) -> OUT/curated_s<s>; SFT (the config,
-     `seed=s`; TRL checkpoints, resumed) -> OUT/sft_s<s> (OUT/sft_<variant>_s<s> for `--variant`).
+     `seed=s`; TRL checkpoints, resumed) -> OUT/sft_s<s> (OUT/sft_<variant>_s<s> for `--variant`). A full fine-tune's
+     model (final/) is not kept in git; a LoRA run's adapter/ (~20 MB) is, and its model is rebuilt from it, so a
+     LoRA seed can be trained in one session and evaluated in the next.
   4. evaluate base and each PocketWorker on the held-out specs, k trials -> OUT/eval/<agent>.csv (one file per agent).
   5. report: OUT/results.csv (every trial), OUT/gains.csv / gains.md (the paper's table: per split, base vs each seed
      and the seed mean, with 95% bootstrap CIs over tasks and paired deltas), OUT/gains.json, OUT/fig_gains.html.
@@ -292,8 +294,11 @@ def main(argv=None):
             stage_inspect(out, 'base', base, pick, max_new)
             for s in a.seeds:
                 m = out / f"sft_{tag}s{s}" / "final"
+                if not (m / "config.json").is_file() and (m.parent / "adapter" / "adapter_config.json").is_file():
+                    from coworkenv.sft import merge_adapter
+                    merge_adapter(str(base), m.parent / "adapter", m)  # a LoRA run keeps its adapter (committed): rebuilt
                 if (m / "config.json").is_file(): stage_inspect(out, f"pocketworker_{tag}s{s}", m, pick, max_new)
-                else: log(f"  pocketworker_{tag}s{s}: no model at {m} (trained models are not kept in git): not inspected")
+                else: log(f"  pocketworker_{tag}s{s}: no model at {m} (full fine-tunes are not kept in git): not inspected")
     table, meta = report(out, a.seeds)
     import pandas as pd
     with pd.option_context('display.width', 250, 'display.max_columns', 20, 'display.max_colwidth', 40):

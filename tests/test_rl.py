@@ -59,6 +59,24 @@ def test_every_configuration_trains(tiny, spec_dirs, tmp_path, conf):
     assert all(saved[k] == v for k, v in conf.items())
 
 
+def test_lora_run_keeps_its_adapter(tiny, spec_dirs, tmp_path):
+    "A LoRA policy is merged into final/ and its adapter kept; without final/, a rerun rebuilds it identically, untrained."
+    conf = dict(model=str(tiny), specs=str(spec_dirs['single']), output_dir=str(tmp_path / 'lora'), lora=dict(r=4, alpha=8),
+                **TINY | dict(max_steps=1))
+    r = train_rl(conf)
+    from safetensors import safe_open
+    with safe_open(str(r.model_dir / 'model.safetensors'), 'pt') as f:
+        assert not [k for k in f.keys() if 'lora' in k]
+        merged = {k: f.get_tensor(k) for k in f.keys()}
+    assert (r.output_dir / 'adapter' / 'adapter_model.safetensors').is_file()
+    import shutil
+    for p in [r.model_dir, *r.output_dir.glob('checkpoint-*')]: shutil.rmtree(p)
+    r2 = train_rl(conf)
+    assert r2.metrics == r.metrics
+    with safe_open(str(r2.model_dir / 'model.safetensors'), 'pt') as f:
+        assert set(f.keys()) == set(merged) and all(f.get_tensor(k).equal(v) for k, v in merged.items())
+
+
 def test_environment_adapter_trains(tiny, spec_dirs, tmp_path):
     r = train_rl(dict(model=str(tiny), specs=str(spec_dirs['single']), output_dir=str(tmp_path / 'env'), adapter='environment',
                       **TINY | dict(max_completion_length=128)))

@@ -51,6 +51,26 @@ def test_lora_is_merged(tiny_model_path, curated, tmp_path):
     from safetensors import safe_open
     with safe_open(str(r.model_dir / "model.safetensors"), "pt") as f:
         assert not [k for k in f.keys() if "lora" in k]
+        merged = {k: f.get_tensor(k) for k in f.keys()}
+    # the run keeps its adapter (small): without final/, a rerun rebuilds the same merged model from it, not retrained
+    adapter = r.output_dir / "adapter"
+    assert (adapter / "adapter_config.json").is_file() and (adapter / "adapter_model.safetensors").is_file()
+    import shutil
+    shutil.rmtree(r.model_dir)
+    for ck in r.output_dir.glob("checkpoint-*"): shutil.rmtree(ck)  # nothing else to resume from
+    r2 = train_sft(cfg(tiny_model_path, curated, tmp_path / "lora", max_steps=1, lora={"r": 4, "alpha": 8}))
+    assert r2.metrics == r.metrics and (r2.model_dir / "config.json").is_file()
+    with safe_open(str(r2.model_dir / "model.safetensors"), "pt") as f:
+        assert set(f.keys()) == set(merged) and all(f.get_tensor(k).equal(v) for k, v in merged.items())
+    assert not [p for p in r.output_dir.iterdir() if p.name.startswith(".final")]  # no temporary folder left
+
+
+def test_merge_adapter_is_atomic(tiny_model_path, tmp_path):
+    "A merge that fails (here: no adapter) leaves neither a half folder nor an old one replaced."
+    from coworkenv.sft import merge_adapter
+    out = tmp_path / "final"; out.mkdir(); (out / "keep").write_text("old")
+    with pytest.raises(Exception): merge_adapter(str(tiny_model_path), tmp_path / "no-adapter", out)
+    assert (out / "keep").read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["final"]
 
 
 def test_bad_config_fails_before_training(tmp_path, curated):

@@ -89,6 +89,18 @@ def test_a_variant_recipe_runs_beside_the_default(quick_run):
     assert meta["seeds_evaluated"] == [0] and meta["variants"] == ["pocketworker_lora_s0"] and "sft_lora_s0" in meta["sft_variants"]
     with pytest.raises(SystemExit):
         sft_gains.main(args + ["--variant", "LoRA!"])
+    # the next session: a LoRA seed's merged model and checkpoints are gone (not in git), its adapter is committed;
+    # an unfinished evaluation rebuilds the model from the adapter instead of training again
+    import shutil
+    run = quick_run / "sft_lora_s0"
+    result = (run / "sft_result.json").read_text()
+    assert (run / "adapter" / "adapter_model.safetensors").is_file()
+    for p in [run / "final", *run.glob("checkpoint-*")]: shutil.rmtree(p)
+    (quick_run / "eval" / "pocketworker_lora_s0.csv").unlink()
+    assert sft_gains.main(args + ["--variant", "lora", "--sft", str(ROOT / "experiments/configs/sft_lora.yaml"),
+                                  "--eval-splits", "test_families"]) == 0
+    assert (run / "sft_result.json").read_text() == result and (run / "final" / "config.json").is_file()
+    assert not list(run.glob("checkpoint-*")) and (quick_run / "eval" / "pocketworker_lora_s0.csv").is_file()
 
 
 def test_sft_memory_benchmark_measures_each_setting(quick_run, tmp_path):
