@@ -12,10 +12,13 @@ Stages, each skipped when its output is already saved (so an interrupted run con
      contamination check fails the run), every spec validated; specs saved under OUT/specs/<split>/.
   2. teach: the oracle on the valid training specs, into an append-only trajectory store (OUT/store).
   3. for each training seed s: curate (tool-list variation seeded by s) -> OUT/curated_s<s>; SFT (the config,
-     `seed=s`; TRL checkpoints, resumed) -> OUT/sft_s<s> (OUT/sft_<variant>_s<s> for `--variant`). A full fine-tune's
-     model (final/) is not kept in git; a LoRA run's adapter/ (~20 MB) is, and its model is rebuilt from it, so a
-     LoRA seed can be trained in one session and evaluated in the next.
-  4. evaluate base and each PocketWorker on the held-out specs, k trials -> OUT/eval/<agent>.csv (one file per agent).
+     `seed=s`; TRL checkpoints, resumed) -> OUT/sft_s<s> (OUT/sft_<variant>_s<s> for `--variant`). Models are not
+     kept in git. A LoRA run's adapter/ (~20 MB, gitignored; `git add -f` it while its evaluation is unfinished)
+     rebuilds the identical model. A full fine-tune whose evaluation is unfinished is trained again in the next
+     session; its weights' fingerprint (weights.sha256) decides whether the saved episodes still belong to it
+     (identical weights: the evaluation goes on; different, e.g. another CPU's numerics: they move to eval/stale/).
+  4. evaluate base and each PocketWorker on the held-out specs, k trials -> OUT/eval/<agent>.csv (one file per agent;
+     only the specs it does not hold yet, so `--eval-splits` can add one split per session).
   5. report: OUT/results.csv (every trial), OUT/gains.csv / gains.md (the paper's table: per split, base vs each seed
      and the seed mean, with 95% bootstrap CIs over tasks and paired deltas), OUT/gains.json, OUT/fig_gains.html.
 """
@@ -81,23 +84,68 @@ def stage_sft(out:Path, seed:int, recs, split_cfg, base, sft_cfg:dict, quick:boo
                   progress=not quick, **(QUICK['sft'] if quick else {}))
     log(f"  SFT seed {seed}: {r.metrics.get('steps')} steps, final loss {r.metrics.get('final_loss')}, "
         f"{r.metrics.get('wall_s')} s")
+    check_fingerprint(out, f"pocketworker_{tag}s{seed}", r.model_dir)
     return r.model_dir
 
 
+def weights_fingerprint(model_dir) -> str:
+    "sha256 over the model's tensors (names, dtypes, shapes, bytes) in name order: equal only for identical weights."
+    import hashlib, torch
+    from safetensors import safe_open
+    h = hashlib.sha256()
+    for f in sorted(Path(model_dir).glob("*.safetensors")):
+        with safe_open(str(f), framework='pt') as st:
+            for name in sorted(st.keys()):
+                t = st.get_tensor(name).contiguous()
+                h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+                h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())  # raw bytes (bf16 has no numpy dtype)
+    return h.hexdigest()
+
+
+def check_fingerprint(out:Path, label:str, model_dir):
+    """A full fine-tune's model is not kept in git, so a later session that goes on with its evaluation trains it again.
+    The weights' fingerprint is saved beside the run (weights.sha256); when a retrained model differs from the one
+    whose episodes are saved, those episodes are moved to eval/stale/ (kept, not reported) and the evaluation restarts."""
+    run = Path(model_dir).parent
+    f, fp = run / "weights.sha256", weights_fingerprint(model_dir)
+    if f.is_file() and f.read_text().strip() != fp:
+        stale = out / "eval" / "stale"
+        saved = [p for p in (out / "eval" / f"{label}.csv", out / "eval" / f"{label}.partial.jsonl") if p.is_file()]
+        if saved:
+            stale.mkdir(parents=True, exist_ok=True)
+            for p in saved: p.replace(stale / f"{p.stem.split('.')[0]}-{f.read_text().strip()[:12]}{''.join(p.suffixes)}")
+            log(f"  {label}: the retrained model differs from the evaluated one (weights {fp[:12]} != {f.read_text().strip()[:12]}): "
+                f"its {len(saved)} saved evaluation file(s) moved to {stale}, evaluation restarts")
+    f.write_text(fp + "\n")
+
+
+def missing_specs(out:Path, label:str, specs:list) -> list:
+    "The specs that `label`'s saved evaluation (eval/<label>.csv) does not hold yet."
+    import pandas as pd
+    f = out / "eval" / f"{label}.csv"
+    have = set(pd.read_csv(f, usecols=['spec_id']).spec_id) if f.is_file() else set()
+    return [s for s in specs if s.id not in have]
+
+
 def stage_eval(out:Path, label:str, path, test:list, k:int, max_new_tokens:int, quick:bool):
-    "Evaluate one agent on every held-out spec (skipped when its CSV is saved)."
+    """Evaluate one agent on the held-out specs its saved CSV does not hold yet (so a split evaluated in one session
+    is kept, and another split is added to the same file later)."""
     import pandas as pd
     from coworkenv.evaluate import agent_factory, evaluate
     f = out / "eval" / f"{label}.csv"
-    if f.is_file(): return pd.read_csv(f)
+    todo = missing_specs(out, label, test)
+    saved = pd.read_csv(f) if f.is_file() else None
+    if not todo: return saved
     t0 = time.time()
     part = f.with_suffix('.partial.jsonl')  # each finished episode: a killed evaluation continues where it stopped
-    df = evaluate(test, dict([agent_factory(f"{label}=hf:{path}", max_new_tokens=max_new_tokens)]), k=k, progress=not quick,
+    df = evaluate(todo, dict([agent_factory(f"{label}=hf:{path}", max_new_tokens=max_new_tokens)]), k=k, progress=not quick,
                   resume=part)
+    if saved is not None: df = pd.concat([saved, df], ignore_index=True)
     f.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(f.with_suffix('.tmp'), index=False); f.with_suffix('.tmp').replace(f)  # atomic: a killed run leaves no half file
     part.unlink(missing_ok=True)
-    log(f"  evaluated {label}: {len(df)} episodes in {time.time() - t0:.0f} s, mean score {100 * df.score.mean():.1f}")
+    log(f"  evaluated {label} on {len(todo)} more task(s): {len(df)} episodes in all, the new ones in {time.time() - t0:.0f} s, "
+        f"mean score {100 * df.score.mean():.1f}")
     return df
 
 
@@ -150,7 +198,8 @@ def gains_table(df, seeds:list, n_boot:int=1000):
         h = headline(eval_summary(g, n_boot=n_boot))
         mt = g[g.multi_turn.astype(str).str.lower().isin(('true', '1'))]
         for agent in h.index:
-            row = dict(split=split, agent=agent, tasks=g.spec_id.nunique(), k=int(g.trial.max()) + 1, **h.loc[agent].to_dict())
+            row = dict(split=split, agent=agent, tasks=g[g.agent == agent].spec_id.nunique(),
+                       k=int(g[g.agent == agent].trial.nunique()), **h.loc[agent].to_dict())  # each agent's own trials (a probe may run k=1)
             if agent != 'base':
                 d = paired_delta(g, 'base', agent, 'score', n_boot=n_boot)
                 row['Δ mean'] = f"{d['delta']:+.1f} [{d['lo']:+.1f}, {d['hi']:+.1f}]"
@@ -165,7 +214,7 @@ def gains_table(df, seeds:list, n_boot:int=1000):
             gen = g[~g.index.isin(mt.index)]
             base_m, base_mt = est('base', g), est('base', mt) if len(mt) else float('nan')
             rows.append(dict(split=split, agent=f"pocketworker (mean of {len(pws)} seeds)", tasks=g.spec_id.nunique(),
-                             k=int(g.trial.max()) + 1, mean=cell([est(a, g) for a in pws]),
+                             k=int(g[g.agent.isin(pws)].trial.nunique()), mean=cell([est(a, g) for a in pws]),
                              general=cell([est(a, gen) for a in pws]) if len(gen) else '—',
                              **{'multi-turn': cell([est(a, mt) for a in pws]) if len(mt) else '—'},
                              **{'Δ mean': cell([est(a, g) - base_m for a in pws]),
@@ -283,7 +332,7 @@ def main(argv=None):
         stage_eval(out, 'base', base, test, a.k, max_new, a.quick)
         pw_test = [t for n in a.eval_splits for t in valid[n]]
         for s in a.seeds:
-            if (out / "eval" / f"pocketworker_{tag}s{s}.csv").is_file(): continue  # evaluated before (its model need not be kept)
+            if not missing_specs(out, f"pocketworker_{tag}s{s}", pw_test): continue  # evaluated before (its model need not be kept)
             log(f"4/4 seed {s}{f' ({a.variant})' if a.variant else ''}: curate, SFT, evaluate on {len(pw_test)} tasks")
             model = stage_sft(out, s, recs, split_cfg, base, sft_cfg, a.quick, tag)
             if a.stop_after == 'sft': continue
@@ -296,7 +345,7 @@ def main(argv=None):
                 m = out / f"sft_{tag}s{s}" / "final"
                 if not (m / "config.json").is_file() and (m.parent / "adapter" / "adapter_config.json").is_file():
                     from coworkenv.sft import merge_adapter
-                    merge_adapter(str(base), m.parent / "adapter", m)  # a LoRA run keeps its adapter (committed): rebuilt
+                    merge_adapter(str(base), m.parent / "adapter", m)  # a LoRA run keeps its adapter: the model is rebuilt
                 if (m / "config.json").is_file(): stage_inspect(out, f"pocketworker_{tag}s{s}", m, pick, max_new)
                 else: log(f"  pocketworker_{tag}s{s}: no model at {m} (full fine-tunes are not kept in git): not inspected")
     table, meta = report(out, a.seeds)

@@ -34,6 +34,15 @@ def test_quick_run_writes_the_table(quick_run):
     assert (quick_run / "fig_gains.html").is_file() and (quick_run / "sft_s0" / "loss.csv").is_file()
 
 
+def test_k_is_each_agents_own_trials(quick_run):
+    "A probe evaluated with fewer trials than the base is reported with its own k, not the split's largest."
+    df = pd.read_csv(quick_run / "results.csv")
+    df = df[df.agent.isin(["base", "pocketworker_s0"])]
+    base = df[df.agent == "base"]
+    table = sft_gains.gains_table(pd.concat([df, base.assign(trial=1), base.assign(trial=2)], ignore_index=True), [0], n_boot=50)
+    assert set(zip(table.agent, table.k)) == {("base", 3), ("pocketworker_s0", 1)}
+
+
 def test_rerun_resumes_without_redoing_work(quick_run):
     evals = sorted((quick_run / "eval").glob("*.csv"))
     before = {p: p.stat().st_mtime_ns for p in evals}
@@ -89,7 +98,7 @@ def test_a_variant_recipe_runs_beside_the_default(quick_run):
     assert meta["seeds_evaluated"] == [0] and meta["variants"] == ["pocketworker_lora_s0"] and "sft_lora_s0" in meta["sft_variants"]
     with pytest.raises(SystemExit):
         sft_gains.main(args + ["--variant", "LoRA!"])
-    # the next session: a LoRA seed's merged model and checkpoints are gone (not in git), its adapter is committed;
+    # the next session: a LoRA seed's merged model and checkpoints are gone (not in git), its adapter was kept;
     # an unfinished evaluation rebuilds the model from the adapter instead of training again
     import shutil
     run = quick_run / "sft_lora_s0"
@@ -125,3 +134,35 @@ def test_stop_after_curate_writes_only_the_datasets(quick_run):
     assert sft_gains.main(["--quick", "--seeds", "1", "-k", "1", "--stop-after", "curate", "--out", str(quick_run)]) == 0
     assert (quick_run / "curated_s1" / "train.jsonl").is_file() and (quick_run / "curated_s1" / "rows.csv").is_file()
     assert not (quick_run / "sft_s1").exists() and not (quick_run / "eval" / "pocketworker_s1.csv").exists()
+
+
+def test_a_seed_is_evaluated_across_sessions(quick_run, tmp_path):
+    """A seed evaluated on one split is completed with the other later (the saved rows kept); a full fine-tune trained
+    again in a new session goes on only when its weights are identical, else its saved episodes are set aside."""
+    import shutil
+    out = tmp_path / "run"
+    shutil.copytree(quick_run, out)
+    args = ["--quick", "--seeds", "0", "-k", "1", "--out", str(out), "--variant", "staged"]
+    ev, run = out / "eval" / "pocketworker_staged_s0.csv", out / "sft_staged_s0"
+    assert sft_gains.main(args + ["--eval-splits", "test_families"]) == 0
+    first = pd.read_csv(ev)
+    assert set(first.split) == {"test_families"} and (run / "weights.sha256").is_file()
+    fp = (run / "weights.sha256").read_text()
+    # the next session: the model is gone; it is trained again, identical, and only the missing split is evaluated
+    for p in [run / "final", *run.glob("checkpoint-*")]: shutil.rmtree(p)
+    assert sft_gains.main(args) == 0
+    both = pd.read_csv(ev)
+    assert set(both.split) == {"test_families", "test_seeds"} and (run / "weights.sha256").read_text() == fp
+    pd.testing.assert_frame_equal(both[both.split == "test_families"].reset_index(drop=True), first)
+    assert sft_gains.main(args) == 0 and len(pd.read_csv(ev)) == len(both)  # nothing left to do: nothing rerun
+    # a session that stopped after one split, and a retrained model that differs from the evaluated one (another CPU's
+    # numerics): the saved episodes are moved aside, not mixed with the new model's
+    first.to_csv(ev, index=False)
+    (run / "weights.sha256").write_text("0" * 64 + "\n")
+    for p in [run / "final", *run.glob("checkpoint-*")]: shutil.rmtree(p)
+    assert sft_gains.main(args) == 0
+    stale = list((out / "eval" / "stale").glob("pocketworker_staged_s0-000000000000.csv"))
+    assert len(stale) == 1 and len(pd.read_csv(stale[0])) == len(first)
+    assert (run / "weights.sha256").read_text() == fp and len(pd.read_csv(ev)) == len(both)
+    assert "pocketworker_staged_s0" in set(pd.read_csv(out / "results.csv").agent)
+    assert sft_gains.weights_fingerprint(run / "final") == fp.strip()
