@@ -282,7 +282,24 @@ def _die_with_parent():  # runs in the child before exec (Linux): SIGTERM when t
         ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except Exception: pass
 
+def _group_alive(pgid:int) -> bool:
+    "Whether a process of group `pgid` still runs; zombies (dead, waiting for a parent to reap them) do not count."
+    proc_dir = Path('/proc')
+    if not (proc_dir/'self'/'stat').exists():  # no procfs (macOS): a zombie still counts, as `kill` sees it
+        try: os.killpg(pgid, 0)
+        except ProcessLookupError: return False
+        except PermissionError: pass
+        return True
+    for d in proc_dir.iterdir():
+        if not d.name.isdigit(): continue
+        try: stat = (d/'stat').read_text()
+        except OSError: continue  # it exited while we looked
+        state, _ppid, pgrp = stat[stat.rfind(')') + 2:].split()[:3]  # after "pid (comm) ": state ppid pgrp ...
+        if int(pgrp) == pgid and state not in 'ZX': return True
+    return False
+
 def _stop_group(proc, grace:float=10.0) -> None:
+    "Stop `proc` and every process of its group (SIGTERM, `grace` seconds, then SIGKILL); returns once none runs."
     if proc.poll() is None:
         try: os.killpg(proc.pid, signal.SIGTERM)
         except ProcessLookupError: pass
@@ -292,6 +309,8 @@ def _stop_group(proc, grace:float=10.0) -> None:
     except (ProcessLookupError, PermissionError): pass
     try: proc.wait(5)
     except subprocess.TimeoutExpired: pass
+    deadline = time.monotonic() + 5  # a killed grandchild takes a moment to die; its zombie is init's to reap
+    while _group_alive(proc.pid) and time.monotonic() < deadline: time.sleep(0.05)
 
 # %% ../nbs/10_models.ipynb #1aa36804
 @contextlib.contextmanager

@@ -40,8 +40,9 @@ RAW_CAP = 20_000  # characters of a model's raw output kept in an error
 class GenerationError(ValueError):
     "A generator's output could not become a TaskSpec: `raw` output, `(path, message)` `problems`, and the slot."
     def __init__(self, message:str, raw:str|None=None, problems:Iterable=(), family:str|None=None,
-                 seed:int|None=None, difficulty:str|None=None):
-        self.message = redact(message)
+                 seed:int|None=None, difficulty:str|None=None,
+                 code:str='gen.unparseable'): # the finding code: 'gen.unparseable', or 'gen.request_failed' (no output)
+        self.message, self.code = redact(message), code
         self.raw = None if raw is None else cap_text(redact(raw), RAW_CAP)  # stored in error files: no secrets, bounded
         self.problems = [tuple(cap_text(redact(v), 2000) if isinstance(v, str) else v for v in x) for x in problems]
         self.family, self.seed, self.difficulty = family, seed, difficulty
@@ -50,7 +51,7 @@ class GenerationError(ValueError):
         more = f"\n  ... and {len(self.problems) - 20} more" if len(self.problems) > 20 else ""
         super().__init__(f"{where}{self.message}{lines}{more}")
     def __reduce__(self):
-        return (type(self), (self.message, self.raw, self.problems, self.family, self.seed, self.difficulty))
+        return (type(self), (self.message, self.raw, self.problems, self.family, self.seed, self.difficulty, self.code))
     def feedback(self) -> str:
         "The problems as a feedback text for the next generation round."
         return f"{self.message}\n" + "\n".join(f"- {p or '<root>'}: {m}" for p, m in self.problems)
@@ -284,6 +285,17 @@ def _status(e:Exception) -> int|None:
     if s is None: s = getattr(getattr(e, 'response', None), 'status_code', None)
     return s if isinstance(s, int) else None
 
+def _error_text(e:Exception) -> str:
+    "`Type: message` of a failed request, with the server's own explanation where the SDK's message lacks it."
+    text = f"{type(e).__name__}: {e}"
+    try: body = e.response.json()
+    except Exception: body = getattr(e, 'body', None)
+    if not isinstance(body, dict): return text
+    err = body.get('error')
+    detail = body.get('detail') or body.get('message') or (err.get('message') if isinstance(err, dict) else err)
+    if detail and str(detail) not in text: text += f" ({detail})"  # e.g. FastAPI's {"detail": ...} body
+    return text
+
 class LLMGenerator:
     "Generate specs with an LLM behind any OpenAI-compatible chat completions endpoint."
     def __init__(self, base_url:str|None=None, # e.g. http://127.0.0.1:8000/v1 (env COWORKENV_SYNTH_BASE_URL, OPENAI_BASE_URL)
@@ -411,7 +423,7 @@ def generate(self:LLMGenerator, family:WorkflowFamily|str, # the family (or its 
     except (GenerationError, ReplayError): raise  # a replay that diverges is a bug in the test, not a bad generation
     except Exception as e:
         raise GenerationError(f"the request to {self.base_url or 'the server'} failed", None,
-                              [("request", f"{type(e).__name__}: {e}"[:500])], **slot) from e
+                              [("request", _error_text(e)[:1000])], code='gen.request_failed', **slot) from e
     text, finish = reply_text(resp, **slot)
     try: doc = extract_json(text)
     except GenerationError as e:

@@ -63,6 +63,8 @@ class Finding(CoreModel):
 # %% ../nbs/07_validation.ipynb #e413a0a8
 FINDING_CODES: dict[str, tuple[str, str, str]] = {
     # code: (stage, meaning, hint for the generator)
+    'gen.request_failed': ('schema', "the request to the generator failed: no output (the server's answer is in the message)",
+                           "the request itself failed; fix the server or the prompt's size, not the spec"),
     'gen.unparseable': ('schema', "the generator's output could not be parsed into a spec",
                         "return exactly one JSON object that matches the TaskSpec schema"),
     'schema.invalid': ('schema', "the document does not match the TaskSpec schema",
@@ -1441,7 +1443,9 @@ def repair(family, # a family name (or object) the generator understands
         except Exception as e:
             if not (_is_generation_error(e) or isinstance(e, SpecError)): raise
             probs = getattr(e, 'problems', None) or [("", str(e))]
-            fs = [Finding(stage='schema', code='gen.unparseable', path=str(p[0]) if isinstance(p, (tuple, list)) else "",
+            code = getattr(e, 'code', None) if _is_generation_error(e) else None
+            code = code if code in FINDING_CODES else 'gen.unparseable'
+            fs = [Finding(stage='schema', code=code, path=str(p[0]) if isinstance(p, (tuple, list)) else "",
                           message=str(p[1]) if isinstance(p, (tuple, list)) else str(p)) for p in probs]
             last = getattr(e, 'raw', None)
             entry = dict(round=rnd, spec_id=None, passed=False, stages_run=['schema'])
@@ -1450,7 +1454,7 @@ def repair(family, # a family name (or object) the generator understands
         if entry['passed']:
             out.spec, out.passed = last, True
             return out
-        feedback = feedback_text(fs)
+        if any(f.code != 'gen.request_failed' for f in fs): feedback = feedback_text(fs)  # a failed request: same prompt again
     if quarantine_dir is not None:
         q = Path(quarantine_dir); q.mkdir(parents=True, exist_ok=True)
         path = q / f"{_safe_name(out.id)}.json"

@@ -4,7 +4,7 @@ import json
 from types import SimpleNamespace as NS
 import pytest
 
-from coworkenv.synthesis import LLMGenerator, ProceduralGenerator, RecordingClient
+from coworkenv.synthesis import LLMGenerator, ProceduralGenerator, RecordingClient, synthesis_messages
 from coworkenv.validation import repair, run_pipeline
 from coworkenv.workflows import get_family
 
@@ -51,9 +51,25 @@ def test_never_valid_is_quarantined(tmp_path):
     q = json.loads((tmp_path / f"{FAMILY}-medium-00004.json").read_text())
     assert len(q["rounds"]) == 3 and q["findings"] and all(r["passed"] is False for r in q["rounds"])
 
-def test_pipeline_against_real_server_quarantines_junk(tiny_server, tmp_path):
+@pytest.fixture(scope="module")
+def wide_tiny_server(tiny_model_path, tmp_path_factory):
+    """The tiny model with a 16k-token window (a copy: only `max_position_embeddings` changes; with RoPE the weights do
+    not depend on it), so a full synthesis prompt fits (the tiny tokenizer needs ~9k tokens for it)."""
+    import shutil
+    from coworkenv.models import serve_model
+    wide = tmp_path_factory.mktemp("wide") / "tiny-qwen3-16k"
+    shutil.copytree(tiny_model_path, wide)
+    cfg = json.loads((wide / "config.json").read_text())
+    (wide / "config.json").write_text(json.dumps(cfg | {"max_position_embeddings": 16384}))
+    with serve_model(wide, timeout=180) as srv:
+        yield srv
+
+def _cassette(path): return [json.loads(l) for l in path.read_text().splitlines()]
+
+def test_pipeline_against_real_server_quarantines_junk(wide_tiny_server, tmp_path):
     "The tiny random model writes junk: every slot must end in quarantine with its findings, and nothing crashes."
-    gen = LLMGenerator(base_url=tiny_server.base_url, model=tiny_server.model, api_key="sk-secret-test", max_tokens=32,
+    srv = wide_tiny_server
+    gen = LLMGenerator(base_url=srv.base_url, model=srv.model, api_key="sk-secret-test", max_tokens=32,
                        max_retries=0, timeout=120)
     gen._client = RecordingClient(gen._client, tmp_path / "cassette.jsonl")
     res = run_pipeline(generator=gen, families=[FAMILY, "news_digest"], n=2, max_rounds=1,
@@ -64,10 +80,34 @@ def test_pipeline_against_real_server_quarantines_junk(tiny_server, tmp_path):
     for f in files:
         q = json.loads(f.read_text())
         assert q["findings"] and q["findings"][0]["code"] == "gen.unparseable" and len(q["rounds"]) == 2
-    reqs = [json.loads(l)["request"] for l in (tmp_path / "cassette.jsonl").read_text().splitlines()]
+    recs = _cassette(tmp_path / "cassette.jsonl")
+    assert all("response" in r for r in recs), [r.get("error") for r in recs]  # the server answered every request
+    reqs = [r["request"] for r in recs]
     assert len(reqs) == 4 and any("gen.unparseable" in json.dumps(r) for r in reqs[1::2])   # round 2 carries feedback
     for p in [*files, tmp_path / "cassette.jsonl"]:
         assert "sk-secret-test" not in p.read_text()
+
+def test_prompt_over_the_window_is_a_request_failure(tiny_server, tmp_path):
+    """A prompt longer than the model's window (the tiny model's is 4096 tokens) is rejected by the server: the finding
+    says the request failed and carries the server's reason; the next round resends the same prompt (no feedback on a
+    spec the model never wrote), and a rejection is not taken as "this server has no structured output"."""
+    import httpx
+    gen = LLMGenerator(base_url=tiny_server.base_url, model=tiny_server.model, max_tokens=32, max_retries=0, timeout=120)
+    gen._client = RecordingClient(gen._client, tmp_path / "cassette.jsonl")
+    out = repair(FAMILY, 0, "easy", gen, max_rounds=1, quarantine_dir=tmp_path / "q")
+    assert not out.passed and out.quarantined and out.rounds == 1
+    reason = httpx.post(tiny_server.base_url + "/chat/completions", timeout=120,
+                        json=dict(model=tiny_server.model, messages=synthesis_messages(gen, FAMILY, 0, "easy"), max_tokens=32))
+    assert reason.status_code == 400
+    reason = reason.json()["detail"]
+    for h in out.history:
+        assert [f["code"] for f in h["findings"]] == ["gen.request_failed"]
+        assert "400" in h["findings"][0]["message"] and reason in h["findings"][0]["message"]
+    assert out.history[1]["feedback"] is None
+    recs = _cassette(tmp_path / "cassette.jsonl")
+    assert [r["request"]["structured"] for r in recs] == [True, False, True, False] and all("error" in r for r in recs)
+    assert recs[0]["request"]["messages"] == recs[2]["request"]["messages"]  # the same prompt, resent
+    assert gen._structured_ok is None  # a failed plain request proves nothing about structured output
 
 
 # ---- faulty endpoints: every bad reply is a GenerationError, never a crash; nothing persisted holds a secret ------
@@ -142,3 +182,14 @@ def test_generator_follows_the_shared_policy(monkeypatch):
         g = LLMGenerator(base_url="http://127.0.0.1:9/v1", model="m", timeout=3)
         assert (g._client.timeout, g._client.max_retries) == (3, 0) and g.policy() == LLMPolicy(timeout=3, max_retries=0)
     finally: set_default_policy(**p0.model_dump())
+
+
+def test_a_failed_request_is_retried_with_the_same_prompt():
+    "A request that fails (here a timeout) is a `gen.request_failed` finding; the next round resends the same prompt."
+    import httpx
+    client = RawClient([httpx.ReadTimeout("timed out"), reply(valid_reply())])
+    out = repair(FAMILY, 3, "easy", LLMGenerator(client=client, model="scripted", structured="none"), max_rounds=1)
+    assert out.passed and out.rounds == 1
+    f = out.history[0]["findings"]
+    assert [x["code"] for x in f] == ["gen.request_failed"] and "ReadTimeout: timed out" in f[0]["message"]
+    assert out.history[1]["feedback"] is None and client.requests[0]["messages"] == client.requests[1]["messages"]
