@@ -201,9 +201,25 @@ def loss_table(log_history:list[dict]):
             for h in log_history if 'loss' in h]
     return pd.DataFrame(rows, columns=['step', 'epoch', 'loss', 'learning_rate', 'grad_norm', 'num_tokens', 'mean_token_accuracy'])
 
+def _checkpoint_complete(ckpt:Path) -> bool:
+    "Whether a checkpoint's save finished: transformers writes `trainer_state.json` last, after weights, optimizer and RNG states."
+    try: json.loads((ckpt/'trainer_state.json').read_text()); return True
+    except (OSError, ValueError): return False
+
 def _last_checkpoint(out:Path) -> Optional[str]:
-    from transformers.trainer_utils import get_last_checkpoint
-    return get_last_checkpoint(str(out)) if out.is_dir() else None
+    """The newest complete `checkpoint-N` in `out`, or None. A run killed while saving leaves a newer folder without
+    `trainer_state.json`, from which `resume_from_checkpoint` fails; it holds nothing to resume from, so it is removed
+    (with a warning) and the previous checkpoint is used: with `save_total_limit`, transformers deletes an old
+    checkpoint only after the new one is complete."""
+    import re, warnings
+    if not out.is_dir(): return None
+    cks = sorted((p for p in out.iterdir() if p.is_dir() and re.fullmatch(r'checkpoint-\d+', p.name)),
+                 key=lambda p: int(p.name.split('-')[1]), reverse=True)
+    for ck in cks:
+        if _checkpoint_complete(ck): return str(ck)
+        warnings.warn(f"{ck}: its save was interrupted (no trainer_state.json): removed; resuming from the checkpoint before it, if any")
+        shutil.rmtree(ck)
+    return None
 
 # %% ../nbs/11_sft.ipynb #69c4e3b4
 def merge_adapter(base, # the base model the adapter was trained on (hub id or folder)

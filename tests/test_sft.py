@@ -41,6 +41,33 @@ def test_end_to_end_and_resume(tiny_model_path, curated, tmp_path):
     (out / "sft_result.json").unlink()
     r2 = train_sft(cfg(tiny_model_path, curated, out, max_steps=3))
     assert r2.metrics["resumed_from"].endswith("checkpoint-2") and r2.metrics["steps"] == 3
+    # a run killed while saving checkpoint-3 (transformers writes trainer_state.json last): resumed from checkpoint-2
+    (out / "sft_result.json").unlink()
+    (out / "checkpoint-3" / "trainer_state.json").unlink()
+    with pytest.warns(UserWarning, match="checkpoint-3: its save was interrupted"):
+        r3 = train_sft(cfg(tiny_model_path, curated, out, max_steps=4))
+    assert r3.metrics["resumed_from"].endswith("checkpoint-2") and r3.metrics["steps"] == 4
+    assert (out / "checkpoint-4" / "trainer_state.json").is_file()
+
+
+def test_last_checkpoint_skips_an_interrupted_save(tmp_path):
+    "The newest checkpoint by step number (10 after 9) whose trainer_state.json is whole; cut-off ones are removed."
+    from coworkenv.sft import _last_checkpoint
+    assert _last_checkpoint(tmp_path / "missing") is None and _last_checkpoint(tmp_path) is None
+    for n in (2, 9, 10, 12):
+        (tmp_path / f"checkpoint-{n}").mkdir()
+        (tmp_path / f"checkpoint-{n}" / "model.safetensors").write_bytes(b"x")
+    for n in (2, 9, 10): (tmp_path / f"checkpoint-{n}" / "trainer_state.json").write_text('{"global_step": %d}' % n)
+    (tmp_path / "checkpoint-12" / "trainer_state.json").write_text('{"global_st')  # cut off mid-write
+    (tmp_path / "checkpoint-99.tmp").mkdir()  # not a checkpoint
+    with pytest.warns(UserWarning, match="checkpoint-12"):
+        assert _last_checkpoint(tmp_path) == str(tmp_path / "checkpoint-10")
+    assert not (tmp_path / "checkpoint-12").exists() and (tmp_path / "checkpoint-9").is_dir()
+    assert _last_checkpoint(tmp_path) == str(tmp_path / "checkpoint-10")  # nothing else removed
+    (tmp_path / "checkpoint-10" / "trainer_state.json").unlink()
+    (tmp_path / "checkpoint-9" / "trainer_state.json").unlink()
+    with pytest.warns(UserWarning):
+        assert _last_checkpoint(tmp_path) == str(tmp_path / "checkpoint-2")
 
 
 def test_lora_is_merged(tiny_model_path, curated, tmp_path):
