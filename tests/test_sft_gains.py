@@ -66,6 +66,15 @@ def test_readme_block_is_generated(quick_run, tmp_path):
     text = readme.read_text()
     assert "old table" not in text and "pocketworker_s0" in text and text.endswith("outro\n")
     assert f"{meta['episodes']} episodes" in text
+    assert f"SFT precision per seed: s0 {'bf16' if meta['sft'][0]['bf16'] else 'fp32'}." in text
+
+
+def test_precision_note_flags_seeds_trained_in_different_precisions():
+    note = sft_gains.precision_note
+    assert note({}) == "" and note({"sft": {}}) == ""
+    assert note({"sft": {"1": {"bf16": False}, "0": {"bf16": False}}}) == " SFT precision per seed: s0 fp32, s1 fp32."
+    mixed = note({"sft": {10: {"bf16": False}, 2: {"bf16": True}}})  # numeric order, JSON's string keys or ints
+    assert mixed.startswith(" SFT precision per seed: s2 bf16, s10 fp32 (") and "different CPUs" in mixed
 
 
 def test_inspect_saves_whole_trajectories(quick_run):
