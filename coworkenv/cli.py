@@ -404,11 +404,13 @@ PIPELINE_PRESETS = {
                   max_new_tokens=16, turn_slack=8),
     # the default: SmolLM2-135M-Instruct (`coworkenv model prepare`), split_default.yaml's held-out families (2 seeds each),
     # sized for <= 30 minutes on 2 CPU cores: 48 demonstrations (~180k tokens), one epoch at batch 1 (no padding, so SDPA's
-    # causal kernel; padded batches of 4 were over 3x slower per token on CPU), 12 optimizer steps, a checkpoint every 4
+    # causal kernel; padded batches of 4 were over 3x slower per token on CPU), 12 optimizer steps, a checkpoint every 4.
+    # With bf16 (AMX CPUs, GPUs) the 12 steps take ~12 minutes; in fp32 (CPUs without bf16) they take several times
+    # longer, so SFT has a wall-clock budget (`max_minutes`, `--sft-minutes`): it ends when the next step would not fit
     'default': dict(model='smollm2', split=dict(test_families=['offboarding', 'sales_followup', 'vendor_payment', 'incident_triage'],
                     train_seeds=4, test_seeds=0, test_family_seeds=2),
                     sft=dict(num_train_epochs=1, per_device_train_batch_size=1, gradient_accumulation_steps=4,
-                             learning_rate=1e-4, warmup_steps=0.1, max_length=7168, save_steps=4),
+                             learning_rate=1e-4, warmup_steps=0.1, max_length=7168, save_steps=4, max_minutes=15),
                     max_new_tokens=256, turn_slack=8),
 }
 
@@ -472,10 +474,15 @@ def cmd_pipeline(a):
     print(f"   {cur.card['rows']} rows; per family {cur.card.get('per_family')}")
     if not cur.card['rows']: raise ValueError("curation kept no trajectory: nothing to train on")
     print(f"{stamp()} 5/6 SFT {Path(base).name} on {cur.card['rows']} demonstrations")
+    sft = P['sft'] | ({} if a.sft_minutes is None else dict(max_minutes=a.sft_minutes or None))  # 0: no budget
     r = train_sft(dict(model=str(base), dataset=str(out / "curated"), output_dir=str(out / "sft"),
-                       progress=not a.quiet, **P['sft']))
+                       progress=not a.quiet, **sft))
     loss_figure(r.loss_csv).write_html(out / "sft" / "loss.html", include_plotlyjs='cdn')
-    print(f"   {r.metrics['steps']} steps, final loss {r.metrics['final_loss']}, model {r.model_dir}")
+    m = r.metrics
+    print(f"   {m['steps']} steps, final loss {m['final_loss']}, {'bf16' if m['bf16'] else 'fp32'}, model {r.model_dir}")
+    if m.get('stopped_by_time'):
+        print(f"   stopped by the SFT time budget ({sft['max_minutes']:g} min) after {m['steps']} of {m['planned_steps']} steps"
+              f"{' (fp32: this CPU has no bf16)' if not m['bf16'] else ''}; `--sft-minutes 0` trains the whole plan")
     # an evaluation turn budget of the reference plan's length + `turn_slack` (never above the spec's own limit): a model
     # that loops on one tool call would otherwise run every episode to the spec's 24-54 turns and an 8k-token context
     test = [turn_budget(s, P['turn_slack']) for s in valid['test_families'] + valid['test_seeds']]
@@ -530,6 +537,9 @@ def parser() -> argparse.ArgumentParser:
                     "curate, SFT, evaluate base vs PocketWorker on held-out families; print the before/after table")
     mn.add_argument("--quick", action="store_true", help="the pipeline with the tiny test model and a small split (about a minute)")
     mn.add_argument("--split-config", default=None, help="--pipeline: a split config YAML (default: the preset's split)")
+    mn.add_argument("--sft-minutes", type=float, default=None, metavar="MIN",
+                    help="--pipeline: wall-clock budget of the SFT stage; it ends when its next step would not fit "
+                    "(default: the preset's, 15 minutes; 0: no budget)")
     mn.add_argument("--quiet", action="store_true", help="no progress bars"); mn.set_defaults(fn=cmd_main)
     va = sub.add_parser("validate", help="validate a folder of specs and print a report", description=cmd_validate.__doc__)
     va.add_argument("specs", help="a folder of spec files (e.g. OUT/specs from `coworkenv synth`)")

@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 # %% auto #0
 __all__ = ['SFTConfigError', 'LoraSettings', 'SFTSettings', 'load_sft_config', 'load_sft_dataset', 'check_sft_dataset',
-           'bf16_supported', 'use_logits_loss', 'logits_loss_trainer', 'SFTResult', 'loss_table', 'merge_adapter',
-           'train_sft', 'loss_figure', 'cmd_sft', 'add_sft_parser']
+           'bf16_supported', 'use_logits_loss', 'logits_loss_trainer', 'SFTResult', 'loss_table',
+           'time_budget_callback', 'merge_adapter', 'train_sft', 'loss_figure', 'cmd_sft', 'add_sft_parser']
 
 # %% ../nbs/11_sft.ipynb #e48f5358
 class SFTConfigError(ValueError):
@@ -56,6 +56,7 @@ class SFTSettings(BaseModel):
     logging_steps: int = Field(1, ge=1)
     save_steps: int = Field(50, ge=1)
     save_total_limit: Optional[int] = 2
+    max_minutes: Optional[float] = Field(None, gt=0) # wall-clock budget for training: it ends when the next step would not fit (see `time_budget_callback`)
     resume: bool = True # continue from the last checkpoint in output_dir
     progress: bool = True
 
@@ -220,6 +221,24 @@ def _last_checkpoint(out:Path) -> Optional[str]:
         warnings.warn(f"{ck}: its save was interrupted (no trainer_state.json): removed; resuming from the checkpoint before it, if any")
         shutil.rmtree(ck)
     return None
+def time_budget_callback(minutes:float, # the training budget in wall-clock minutes, counted from the start of training
+                        ):
+    """A `TrainerCallback` that ends training at the first optimizer step after which the next one would not finish
+    within `minutes` (its time estimated as the mean step time so far; at least one step is trained), and has that step
+    saved as a checkpoint (so a longer run can resume from it). Its `stopped` attribute says whether the budget ended it."""
+    from transformers import TrainerCallback
+    class TimeBudget(TrainerCallback):
+        def __init__(self): self.t0, self.first, self.stopped = None, None, False
+        def on_train_begin(self, args, state, control, **kw): self.t0 = time.time()
+        def on_step_begin(self, args, state, control, **kw):  # a resumed run's state is loaded after `on_train_begin`
+            if self.first is None: self.first = state.global_step
+        def on_step_end(self, args, state, control, **kw):
+            spent, done = time.time() - self.t0, state.global_step - self.first
+            if state.global_step < state.max_steps and spent + spent / max(done, 1) > minutes * 60:
+                self.stopped = control.should_training_stop = control.should_save = True
+            return control
+    return TimeBudget()
+
 
 # %% ../nbs/11_sft.ipynb #69c4e3b4
 def merge_adapter(base, # the base model the adapter was trained on (hub id or folder)
@@ -265,8 +284,9 @@ def train_sft(config, # a YAML path, dict or `SFTSettings`
     bf16 = bf16_supported() if cfg.bf16 == 'auto' else bool(cfg.bf16)
     out.mkdir(parents=True, exist_ok=True)
     (out/'sft_config.yaml').write_text(yaml.safe_dump(cfg.model_dump(), sort_keys=False))
+    budget = [time_budget_callback(cfg.max_minutes)] if cfg.max_minutes else []
     trainer = (logits_loss_trainer() if use_logits_loss(cfg) else SFTTrainer)(model=model, args=_trl_args(cfg, bf16), train_dataset=ds, processing_class=tok,
-                         peft_config=_peft(cfg))
+                         peft_config=_peft(cfg), callbacks=budget)
     n_kept = len(trainer.train_dataset)
     if n_kept == 0:
         raise SFTConfigError(f"{cfg.dataset}: every row lost all its assistant tokens to truncation at max_length="
@@ -287,7 +307,8 @@ def train_sft(config, # a YAML path, dict or `SFTSettings`
     hist = trainer.state.log_history
     lt = loss_table(hist); lt.to_csv(out/'loss.csv', index=False)
     n_tok = next((h['num_tokens'] for h in reversed(hist) if 'num_tokens' in h), None)
-    metrics = dict(res.metrics, steps=trainer.state.global_step, resumed_from=ckpt, bf16=bf16, lora=cfg.lora is not None,
+    metrics = dict(res.metrics, steps=trainer.state.global_step, planned_steps=trainer.state.max_steps,
+                   stopped_by_time=bool(budget and budget[0].stopped), resumed_from=ckpt, bf16=bf16, lora=cfg.lora is not None,
                    wall_s=round(wall, 2), num_tokens=n_tok, rows=len(ds), rows_trained=n_kept,
                    final_loss=float(lt.loss.iloc[-1]) if len(lt) else None)
     (out/'sft_result.json').write_text(json.dumps(dict(metrics=metrics, model_dir=str(final)), indent=1, default=str))
@@ -308,20 +329,22 @@ def loss_figure(loss_csv, # a `loss.csv` (or several: one line each)
 # %% ../nbs/11_sft.ipynb #b1854538
 def cmd_sft(a) -> int:
     "Fine-tune a model with TRL's SFTTrainer from a YAML config (resumable); print the result."
-    over = {k: v for k, v in dict(max_steps=a.max_steps, output_dir=a.output_dir).items() if v is not None}
+    over = {k: v for k, v in dict(max_steps=a.max_steps, output_dir=a.output_dir, max_minutes=a.max_minutes).items() if v is not None}
     try: r = train_sft(a.config, **over)
     except SFTConfigError as e: print(f"sft: {e}", file=sys.stderr); return 2
     m = r.metrics
     print(f"trained {m['steps']} steps in {m['wall_s']}s (final loss {m['final_loss']}); model: {r.model_dir}; "
           f"loss curve: {r.loss_csv}")
+    if m.get('stopped_by_time'): print(f"stopped by the time budget after {m['steps']} of {m['planned_steps']} steps")
     return 0
 
 def add_sft_parser(sub, # the `add_subparsers()` object of the main parser
                   ):
-    "Register `coworkenv sft --config FILE [--max-steps N] [--output-dir DIR]`."
+    "Register `coworkenv sft --config FILE [--max-steps N] [--output-dir DIR] [--max-minutes MIN]`."
     p = sub.add_parser('sft', help='supervised fine-tuning with TRL (YAML config, resumable)', description=cmd_sft.__doc__)
     p.add_argument('--config', required=True, help='YAML config (see experiments/configs/sft_default.yaml)')
     p.add_argument('--max-steps', type=int, default=None, help='override max_steps')
     p.add_argument('--output-dir', default=None, help='override output_dir')
+    p.add_argument('--max-minutes', type=float, default=None, help='override max_minutes (a wall-clock training budget)')
     p.set_defaults(fn=cmd_sft)
     return p

@@ -259,10 +259,14 @@ def test_quick_pipeline_end_to_end(tmp_path, capsys, tiny_model_path, monkeypatc
     "`coworkenv main --pipeline --quick`: every stage, the tiny model, a before/after table on held-out families."
     import coworkenv.models as M
     monkeypatch.setattr(M, "build_tiny_model", lambda path=None, seed=0: tiny_model_path)   # the session's tiny model
-    assert main(["main", "--pipeline", "--quick", "--out", str(tmp_path), "--quiet"]) == 0
+    # an SFT budget that the first step reaches: training stops there (1 of the preset's 4 steps) and the run goes on
+    assert main(["main", "--pipeline", "--quick", "--out", str(tmp_path), "--quiet", "--sft-minutes", "1e-6"]) == 0
     out = capsys.readouterr().out
-    for step in ("1/6 synthesize", "2/6 validate", "3/6 teach", "4/6 curate", "5/6 SFT", "6/6 evaluate", "before / after SFT"):
+    for step in ("1/6 synthesize", "2/6 validate", "3/6 teach", "4/6 curate", "5/6 SFT", "6/6 evaluate", "before / after SFT",
+                 "stopped by the SFT time budget (1e-06 min) after 1 of 4 steps"):
         assert step in out, step
+    m = json.loads((tmp_path / "sft" / "sft_result.json").read_text())["metrics"]
+    assert (m["steps"], m["planned_steps"], m["stopped_by_time"]) == (1, 4, True)
     t = pd.read_csv(tmp_path / "before_after.csv", keep_default_na=False)
     assert list(t.agent) == ["base", "pocketworker"] * 2 and set(t.split) == {"test_families", "test_seeds"}
     assert {"mean", "general", "multi-turn", "pass^k", "strict success", "Δ mean (paired)", "Δ multi-turn (paired)"} <= set(t.columns)

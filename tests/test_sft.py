@@ -50,6 +50,46 @@ def test_end_to_end_and_resume(tiny_model_path, curated, tmp_path):
     assert (out / "checkpoint-4" / "trainer_state.json").is_file()
 
 
+def test_time_budget_stops_saves_and_resumes(tiny_model_path, curated, tmp_path):
+    "A budget reached after the first step stops there: that step is saved, final/ written, and a rerun without budget goes on."
+    out = tmp_path / "budget"
+    r = train_sft(cfg(tiny_model_path, curated, out, max_steps=4, save_steps=100, max_minutes=1e-6))
+    m = r.metrics
+    assert (m["steps"], m["planned_steps"], m["stopped_by_time"]) == (1, 4, True)
+    assert (r.model_dir / "model.safetensors").is_file() and (out / "checkpoint-1" / "trainer_state.json").is_file()
+    assert json.loads((out / "sft_result.json").read_text())["metrics"]["stopped_by_time"] is True
+    assert train_sft(cfg(tiny_model_path, curated, out, max_steps=4, save_steps=100, max_minutes=1e-6)).metrics == m  # finished
+    (out / "sft_result.json").unlink()
+    r2 = train_sft(cfg(tiny_model_path, curated, out, max_steps=4, save_steps=100))
+    assert r2.metrics["resumed_from"].endswith("checkpoint-1")
+    assert (r2.metrics["steps"], r2.metrics["stopped_by_time"]) == (4, False)
+    # a budget the run never reaches changes nothing
+    r3 = train_sft(cfg(tiny_model_path, curated, tmp_path / "ample", max_minutes=60))
+    assert (r3.metrics["steps"], r3.metrics["planned_steps"], r3.metrics["stopped_by_time"]) == (2, 2, False)
+
+
+def test_time_budget_predicts_the_next_step(monkeypatch):
+    "It ends at the first step after which spent + mean step time would pass the budget; counted from where the run (re)started."
+    from types import SimpleNamespace
+    from transformers import TrainerControl
+    import coworkenv.sft as S
+    clock = [100.0]
+    monkeypatch.setattr(S.time, "time", lambda: clock[0])
+    cb = S.time_budget_callback(1)  # 60 s
+    cb.on_train_begin(None, SimpleNamespace(global_step=0, max_steps=0), TrainerControl())  # before a checkpoint's state is loaded
+    state = SimpleNamespace(global_step=6, max_steps=20)  # resumed at step 6
+    for step, t, stop in [(7, 125, False), (8, 135, False), (9, 145, False), (10, 150, True)]:
+        # step 7 at 25 s (+25 = 50), 8 at 35 s (+17.5), 9 at 45 s (+15 = 60, not over), 10 at 50 s (+12.5 = 62.5: over)
+        cb.on_step_begin(None, state, TrainerControl())
+        clock[0], state.global_step = t, step
+        c = cb.on_step_end(None, state, TrainerControl())
+        assert (c.should_training_stop, c.should_save, cb.stopped) == (stop, stop, stop), step
+    cb = S.time_budget_callback(1); state = SimpleNamespace(global_step=0, max_steps=1)
+    cb.on_train_begin(None, state, TrainerControl()); cb.on_step_begin(None, state, TrainerControl())
+    clock[0] += 1000; state.global_step = 1
+    assert not cb.on_step_end(None, state, TrainerControl()).should_training_stop and not cb.stopped  # the last step: not "stopped"
+
+
 def test_last_checkpoint_skips_an_interrupted_save(tmp_path):
     "The newest checkpoint by step number (10 after 9) whose trainer_state.json is whole; cut-off ones are removed."
     from coworkenv.sft import _last_checkpoint
@@ -142,6 +182,9 @@ def test_cli(tiny_model_path, curated, tmp_path, capsys):
     ap = argparse.ArgumentParser(); add_sft_parser(ap.add_subparsers(dest="cmd"))
     a = ap.parse_args(["sft", "--config", str(y)])
     assert a.fn(a) == 0 and "trained 1 steps" in capsys.readouterr().out
+    y.write_text(yaml.safe_dump(cfg(tiny_model_path, curated, tmp_path / "cli_budget", max_steps=3)))
+    a = ap.parse_args(["sft", "--config", str(y), "--max-minutes", "1e-6"])
+    assert a.fn(a) == 0 and "stopped by the time budget after 1 of 3 steps" in capsys.readouterr().out
     y.write_text("model: m\n")
     a = ap.parse_args(["sft", "--config", str(y)])
     assert a.fn(a) == 2 and "dataset: Field required" in capsys.readouterr().err
