@@ -406,7 +406,8 @@ PIPELINE_PRESETS = {
     # sized for <= 30 minutes on 2 CPU cores: 48 demonstrations (~180k tokens), one epoch at batch 1 (no padding, so SDPA's
     # causal kernel; padded batches of 4 were over 3x slower per token on CPU), 12 optimizer steps, a checkpoint every 4.
     # With bf16 (AMX CPUs, GPUs) the 12 steps take ~12 minutes; in fp32 (CPUs without bf16) they take several times
-    # longer, so SFT has a wall-clock budget (`max_minutes`, `--sft-minutes`): it ends when the next step would not fit
+    # longer, so SFT has a wall-clock budget (`max_minutes`, `--sft-minutes`): it ends when the next step would not fit in
+    # the 15 minutes (a checkpoint saved), and the pipeline prints how many of the 12 steps ran and in which precision
     'default': dict(model='smollm2', split=dict(test_families=['offboarding', 'sales_followup', 'vendor_payment', 'incident_triage'],
                     train_seeds=4, test_seeds=0, test_family_seeds=2),
                     sft=dict(num_train_epochs=1, per_device_train_batch_size=1, gradient_accumulation_steps=4,

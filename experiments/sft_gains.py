@@ -240,13 +240,23 @@ def gains_figure(df):
     return fig
 
 
-def report(out:Path, seeds:list):
-    "Rebuild results.csv, gains.{csv,md,json} and the figure from the saved per-agent evaluations."
+def saved_seeds(out:Path, df) -> list:
+    "Every training seed with a saved SFT run (sft_s<seed>/sft_result.json) or a saved evaluation (pocketworker_s<seed>)."
+    found = {int(m[1]) for a in df.agent.unique() if (m := re.fullmatch(r'pocketworker_s(\d+)', a))}
+    found |= {int(d.parent.name[5:]) for d in out.glob("sft_s*/sft_result.json") if re.fullmatch(r'sft_s\d+', d.parent.name)}
+    return sorted(found)
+
+
+def report(out:Path, seeds:list|None=None):
+    """Rebuild results.csv, gains.{csv,md,json} and the figure from the saved per-agent evaluations. `seeds` (default:
+    every seed saved under `out`) are the training seeds the table averages and gains.json lists, so a run of one seed
+    (`--seeds 1`) still reports the seeds saved before it."""
     import pandas as pd
     from coworkenv.cli import markdown_table
     files = sorted((out / "eval").glob("*.csv"))
     if not files: raise FileNotFoundError(f"no evaluations saved under {out / 'eval'} yet: run the experiment first")
     df = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+    if seeds is None: seeds = saved_seeds(out, df)
     df.to_csv(out / "results.csv", index=False)
     table = gains_table(df, seeds)
     table.to_csv(out / "gains.csv", index=False)
@@ -357,7 +367,7 @@ def main(argv=None):
                     merge_adapter(str(base), m.parent / "adapter", m)  # a LoRA run keeps its adapter: the model is rebuilt
                 if (m / "config.json").is_file(): stage_inspect(out, f"pocketworker_{tag}s{s}", m, pick, max_new)
                 else: log(f"  pocketworker_{tag}s{s}: no model at {m} (full fine-tunes are not kept in git): not inspected")
-    table, meta = report(out, a.seeds)
+    table, meta = report(out)  # every seed saved so far, not only this run's --seeds
     import pandas as pd
     with pd.option_context('display.width', 250, 'display.max_columns', 20, 'display.max_colwidth', 40):
         print(table.to_string(index=False))

@@ -175,3 +175,20 @@ def test_a_seed_is_evaluated_across_sessions(quick_run, tmp_path):
     assert (run / "weights.sha256").read_text() == fp and len(pd.read_csv(ev)) == len(both)
     assert "pocketworker_staged_s0" in set(pd.read_csv(out / "results.csv").agent)
     assert sft_gains.weights_fingerprint(run / "final") == fp.strip()
+
+
+def test_a_run_of_one_seed_reports_every_saved_seed(quick_run, tmp_path):
+    "`--seeds 1` after seed 0 was saved: the table averages both seeds and gains.json keeps seed 0's SFT metrics."
+    import shutil
+    out = tmp_path / "run"
+    shutil.copytree(quick_run, out)
+    assert sft_gains.main(["--quick", "--seeds", "1", "-k", "1", "--out", str(out), "--eval-splits", "test_families"]) == 0
+    meta = json.loads((out / "gains.json").read_text())
+    assert sorted(meta["sft"]) == ["0", "1"] and meta["seeds_evaluated"] == [0, 1]
+    g = pd.read_csv(out / "gains.csv")
+    fam = list(g[g.split == "test_families"].agent)
+    assert fam[0] == "base" and {"pocketworker_s0", "pocketworker_s1", "pocketworker (mean of 2 seeds)"} <= set(fam)
+    assert "pocketworker (mean of 2 seeds)" not in set(g[g.split == "test_seeds"].agent)  # seed 1 has no test_seeds episodes
+    assert sft_gains.saved_seeds(out, pd.read_csv(out / "results.csv")) == [0, 1]
+    table, meta1 = sft_gains.report(out, [1])  # an explicit list still narrows the report
+    assert sorted(meta1["sft"]) == [1] and not table.agent.str.contains("mean of").any()
