@@ -14,7 +14,8 @@ from typing import Callable, Optional, Sequence, Union
 __all__ = ['BASELINES', 'COLUMNS', 'METRICS', 'Seeds', 'make_env', 'baseline', 'evaluate', 'AgentSpecError', 'parse_agent',
            'agent_factory', 'task_metrics', 'summarize', 'bootstrap_ci', 'eval_summary', 'headline', 'paired_delta',
            'before_after', 'eval_figures', 'save_eval', 'SplitConfigError', 'SplitConfig', 'load_split_config',
-           'ContaminationError', 'contamination_report', 'check_contamination', 'Splits', 'split_specs']
+           'ContaminationError', 'contamination_report', 'check_contamination', 'Splits', 'split_specs',
+           'next_action_accuracy', 'next_action_summary']
 
 # %% ../nbs/13_evaluate.ipynb #67a2b922
 import json
@@ -476,3 +477,92 @@ def split_specs(config, # a split config (YAML path, dict or `SplitConfig`)
     out.contamination = (check_contamination(out['train'], test, cfg.similarity, cfg.max_contamination) if check
                          else contamination_report(out['train'], test, cfg.similarity))
     return out
+
+# %% ../nbs/13_evaluate.ipynb #e4e0eab9
+def _call_key(c) -> tuple[str, str]:
+    "A tool call as (name, canonical arguments): JSON compared as values, call ids ignored; invalid JSON stays raw text."
+    args = c.arguments
+    if isinstance(args, str):
+        try: args = json.loads(args)
+        except ValueError: return (c.name, args)
+    return (c.name, json.dumps(args, sort_keys=True, ensure_ascii=False, default=str))
+
+def _action_text(m, n:int=160) -> str:
+    "A reply as one line: its calls `name(args)`, or `answer: ...`."
+    keys = [_call_key(c) for c in m.tool_calls]
+    s = "; ".join(f"{k}({a})" for k, a in keys) if keys else "answer: " + " ".join((m.content or '').split())
+    return s if len(s) <= n else s[:n - 1] + "…"
+
+def _compare(ref, got) -> dict:
+    "One teacher-forced turn: the reference reply vs the agent's."
+    want, have = [_call_key(c) for c in ref.tool_calls], [_call_key(c) for c in got.tool_calls]
+    name = (want[0][0] == have[0][0]) if want and have else (not want and not have)
+    return dict(kind='call' if want else 'answer', name=bool(name), exact=(want == have) if want else not have,
+                expected=_action_text(ref), predicted=_action_text(got))
+
+# %% ../nbs/13_evaluate.ipynb #59d12f71
+def _reference(t) -> tuple:
+    "(trajectory, split, workflow) of a `Trajectory` or a trajectory-store record (a bare trajectory: its id's prefix)."
+    traj = getattr(t, 'trajectory', t)
+    return traj, getattr(t, 'split', '') or '', getattr(t, 'workflow', None) or traj.spec_id.split('-')[0]
+
+def _teacher_forced_rows(agent:Agent, traj, split:str, turns:list[int]) -> list[dict]:
+    msgs, tools = traj.messages, list(traj.tools)
+    batch = [(msgs[:i], tools) for i in turns]
+    try: replies, errs = agent.act_batch(batch), [None] * len(batch)
+    except Exception:  # one bad prompt (e.g. past the window) must not hide the others: one by one
+        replies, errs = [], []
+        for m, t in batch:
+            try: replies.append(agent.act(m, t)); errs.append(None)
+            except Exception as e: replies.append(None); errs.append(f"{type(e).__name__}: {e}"[:300])
+    rows = []
+    for n, (i, got, err) in enumerate(zip(turns, replies, errs)):
+        ref = msgs[i]
+        row = dict(spec_id=traj.spec_id, split=split, turn=n + 1, turns=len(turns), error=err or '')
+        if got is None: row |= dict(kind='call' if ref.tool_calls else 'answer', name=False, exact=False,
+                                    expected=_action_text(ref), predicted='')
+        else: row |= _compare(ref, got)
+        rows.append(row)
+    return rows
+
+def next_action_accuracy(agent:Agent, # the agent measured (its `act_batch` gets one reference trajectory's turns at once)
+                         references:Sequence, # reference `Trajectory`s or store records (e.g. the oracle's rollouts)
+                         max_turns:Optional[int]=None, # score at most the first this-many assistant turns of each
+                         progress:bool=True, # a progress bar over trajectories
+                        ) -> pd.DataFrame: # one row per reference assistant turn
+    """Teacher forcing: at every assistant turn of each reference trajectory, the agent's reply to the reference history
+    before it (same messages, same tools), compared with the reference reply (`exact`, `name`; see above). Columns:
+    agent, spec_id, split, workflow, turn, turns, kind ('call' | 'answer'), name, exact, expected, predicted, error."""
+    rows = []
+    for t in tqdm(references, desc=f"next action: {agent.name}", unit="traj", disable=not progress):
+        traj, split, workflow = _reference(t)
+        turns = [i for i, m in enumerate(traj.messages) if m.role == 'assistant'][:max_turns]
+        for r in _teacher_forced_rows(agent, traj, split, turns):
+            rows.append(dict(agent=agent.name, workflow=workflow, **r))
+    cols = ['agent', 'spec_id', 'split', 'workflow', 'turn', 'turns', 'kind', 'name', 'exact', 'expected', 'predicted', 'error']
+    return pd.DataFrame(rows, columns=cols)
+
+# %% ../nbs/13_evaluate.ipynb #f58d8de2
+def _horizon(g:pd.DataFrame) -> float:
+    "Share of a trajectory's turns before the first non-exact reply (1.0: it followed the whole reference)."
+    bad = g.sort_values('turn').exact.to_numpy()
+    miss = np.flatnonzero(~bad.astype(bool))
+    return (miss[0] if len(miss) else len(bad)) / max(1, len(bad))
+
+def next_action_summary(df:pd.DataFrame, # rows from `next_action_accuracy`
+                        by:Sequence[str]=('agent', 'split'), # grouping columns (those present are used)
+                       ) -> pd.DataFrame:
+    """Per group, ×100: exact and name accuracy over all turns, over call turns and over answer turns, the first turn's
+    exact accuracy, and the mean horizon (share of turns before the first slip); with the counts behind them."""
+    if df.empty: raise ValueError("next_action_summary: no rows (no reference trajectory had an assistant turn)")
+    by = [c for c in by if c in df.columns and df[c].astype(str).str.len().gt(0).any()]
+    def one(g):
+        calls, answers = g[g.kind == 'call'], g[g.kind == 'answer']
+        pct = lambda s: round(100 * float(s.mean()), 1) if len(s) else float('nan')
+        return pd.Series({'trajectories': g.spec_id.nunique(), 'turns': len(g), 'exact': pct(g.exact), 'name': pct(g['name']),
+                          'exact (calls)': pct(calls.exact), 'exact (answers)': pct(answers.exact),
+                          'first turn exact': pct(g[g.turn == 1].exact),
+                          'horizon': round(100 * float(g.groupby('spec_id').apply(_horizon, include_groups=False).mean()), 1),
+                          'errors': int((g.error != '').sum())})
+    out = df.groupby(by, sort=False).apply(one, include_groups=False) if by else one(df).to_frame().T
+    return out.astype({'trajectories': int, 'turns': int, 'errors': int})

@@ -19,6 +19,8 @@ Stages, each skipped when its output is already saved (so an interrupted run con
      (identical weights: the evaluation goes on; different, e.g. another CPU's numerics: they move to eval/stale/).
   4. evaluate base and each PocketWorker on the held-out specs, k trials -> OUT/eval/<agent>.csv (one file per agent;
      only the specs it does not hold yet, so `--eval-splits` can add one split per session).
+  (--next-action N) teacher-forced next-action accuracy of base and each seed's model on the oracle's trajectories of N
+     specs per split (training specs included: is a slip already there on the data it was trained on?) -> OUT/next_action/.
   5. report: OUT/results.csv (every trial), OUT/gains.csv / gains.md (the paper's table: per split, base vs each seed
      and the seed mean, with 95% bootstrap CIs over tasks and paired deltas), OUT/gains.json, OUT/fig_gains.html.
 """
@@ -169,6 +171,41 @@ def stage_inspect(out:Path, label:str, path, specs:list, max_new_tokens:int):
         log(f"  inspected {label} on {spec.id}: {t.turns} turns, {t.end_reason}, score {t.grade.score if t.grade else None}")
 
 
+def spread(specs:list, n:int) -> list:
+    "`n` specs taken round-robin over their workflow families (in spec-id order), so a small sample covers every family."
+    by = {}
+    for s in sorted(specs, key=lambda s: s.id): by.setdefault(s.workflow, []).append(s)
+    queues, out = list(by.values()), []
+    while len(out) < n and any(queues):
+        for q in queues:
+            if q and len(out) < n: out.append(q.pop(0))
+    return out
+
+
+def stage_next_action(out:Path, label:str, path, refs:list, max_new_tokens:int):
+    """Teacher-forced next-action accuracy of one agent on the oracle's reference trajectories (`next_action_accuracy`):
+    OUT/next_action/<label>.csv, one row per reference turn; skipped when saved for the same references."""
+    import pandas as pd
+    from coworkenv.agents import HFAgent
+    from coworkenv.evaluate import next_action_accuracy
+    f = out / "next_action" / f"{label}.csv"
+    if f.is_file() and set(pd.read_csv(f, usecols=['spec_id']).spec_id) == {r.spec_id for r in refs}: return
+    t0 = time.time()
+    df = next_action_accuracy(HFAgent(str(path), max_new_tokens=max_new_tokens, name=label), refs)
+    f.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(f.with_suffix('.tmp'), index=False); f.with_suffix('.tmp').replace(f)
+    log(f"  next action {label}: {len(df)} turns of {len(refs)} references, exact {100 * df.exact.mean():.1f}%, "
+        f"{time.time() - t0:.0f} s")
+
+
+def next_action_table(out:Path):
+    "The teacher-forced summary per agent and split (`next_action_summary`) of every saved OUT/next_action/<agent>.csv."
+    import pandas as pd
+    from coworkenv.evaluate import next_action_summary
+    df = pd.concat([pd.read_csv(f, keep_default_na=False) for f in sorted((out / "next_action").glob("*.csv"))], ignore_index=True)
+    return next_action_summary(df).reset_index()
+
+
 def inspect_table(out:Path):
     "One row per saved trajectory: tool calls, failed calls, distinct calls, repeated calls, the most repeated call, score."
     import pandas as pd
@@ -271,6 +308,7 @@ def report(out:Path, seeds:list|None=None):
     (out / "gains.json").write_text(json.dumps(meta, indent=1, default=str) + "\n")
     gains_figure(df).write_html(out / "fig_gains.html", include_plotlyjs='cdn', div_id='fig_gains')  # a fixed id: a rerun writes the same bytes
     if any((out / "trajectories").glob("*.jsonl")): inspect_table(out).to_csv(out / "inspect.csv", index=False)
+    if any((out / "next_action").glob("*.csv")): next_action_table(out).to_csv(out / "next_action.csv", index=False)
     return table, meta
 
 
@@ -311,6 +349,8 @@ def main(argv=None):
     ap.add_argument('--report', action='store_true', help="only rebuild the tables and figure from the saved evaluations")
     ap.add_argument('--readme', action='store_true', help="also write the table into README.md's sft_gains block")
     ap.add_argument('--inspect', type=int, default=0, metavar='N', help="also save whole trajectories (trial 0) of the first N held-out-family tasks per agent under trajectories/, to read what the models do")
+    ap.add_argument('--next-action', type=int, default=0, metavar='N', help="also measure teacher-forced next-action accuracy "
+                    "(every turn of the oracle's trajectories on N specs per split, spread over families) for the base and each seed's model")
     ap.add_argument('--variant', default='', help="a name for another SFT recipe (e.g. `lora` with --sft sft_lora.yaml): "
                     "its models and agents are sft_<variant>_s<seed> and pocketworker_<variant>_s<seed>, beside the default ones")
     ap.add_argument('--eval-splits', nargs='+', choices=['test_families', 'test_seeds'], default=['test_families', 'test_seeds'],
@@ -367,6 +407,16 @@ def main(argv=None):
                     merge_adapter(str(base), m.parent / "adapter", m)  # a LoRA run keeps its adapter: the model is rebuilt
                 if (m / "config.json").is_file(): stage_inspect(out, f"pocketworker_{tag}s{s}", m, pick, max_new)
                 else: log(f"  pocketworker_{tag}s{s}: no model at {m} (full fine-tunes are not kept in git): not inspected")
+        if a.next_action:
+            refs = {n: spread(v, a.next_action) for n, v in valid.items()}
+            log(f"next action: the oracle's trajectories on {sum(map(len, refs.values()))} specs as references")
+            ref_recs = [r for n in refs for r in rollout(refs[n], OracleAgent, k=1, store=out / "store_reference", progress=False)
+                        if n != 'train'] + [r for r in recs if r.spec_id in {s.id for s in refs['train']}]
+            stage_next_action(out, 'base', base, ref_recs, max_new)
+            for s in a.seeds:
+                m = out / f"sft_{tag}s{s}" / "final"
+                if (m / "config.json").is_file(): stage_next_action(out, f"pocketworker_{tag}s{s}", m, ref_recs, max_new)
+                else: log(f"  pocketworker_{tag}s{s}: no model at {m}: next action not measured")
     table, meta = report(out)  # every seed saved so far, not only this run's --seeds
     import pandas as pd
     with pd.option_context('display.width', 250, 'display.max_columns', 20, 'display.max_colwidth', 40):

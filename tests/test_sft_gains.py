@@ -192,3 +192,21 @@ def test_a_run_of_one_seed_reports_every_saved_seed(quick_run, tmp_path):
     assert sft_gains.saved_seeds(out, pd.read_csv(out / "results.csv")) == [0, 1]
     table, meta1 = sft_gains.report(out, [1])  # an explicit list still narrows the report
     assert sorted(meta1["sft"]) == [1] and not table.agent.str.contains("mean of").any()
+
+
+def test_next_action_accuracy_stage(quick_run):
+    "--next-action N: the oracle's trajectories on N specs per split, replayed turn by turn for base and each seed."
+    args = ["--quick", "--seeds", "0", "-k", "1", "--out", str(quick_run), "--next-action", "2"]
+    assert sft_gains.main(args) == 0
+    files = sorted(p.name for p in (quick_run / "next_action").glob("*.csv"))
+    assert files == ["base.csv", "pocketworker_s0.csv"]
+    df = pd.read_csv(quick_run / "next_action" / "pocketworker_s0.csv", keep_default_na=False)
+    assert set(df.split) == {"train", "test_families", "test_seeds"} and df.groupby("split").spec_id.nunique().eq(2).all()
+    fams = df[df.split == "test_families"].workflow.unique()
+    assert sorted(fams) == ["offboarding", "vendor_payment"]  # spread over the held-out families, not 2 of one
+    assert (df.turn <= df.turns).all() and set(df.kind) <= {"call", "answer"} and df.expected.str.len().gt(0).all()
+    summ = pd.read_csv(quick_run / "next_action.csv")
+    assert {"agent", "split", "exact", "name", "horizon"} <= set(summ.columns) and len(summ) == 6
+    before = {p: p.stat().st_mtime_ns for p in (quick_run / "next_action").glob("*.csv")}
+    assert sft_gains.main(args) == 0  # saved for the same references: not measured again
+    assert {p: p.stat().st_mtime_ns for p in before} == before
