@@ -210,3 +210,21 @@ def test_next_action_accuracy_stage(quick_run):
     before = {p: p.stat().st_mtime_ns for p in (quick_run / "next_action").glob("*.csv")}
     assert sft_gains.main(args) == 0  # saved for the same references: not measured again
     assert {p: p.stat().st_mtime_ns for p in before} == before
+
+
+def test_overfit_probe_trains_a_few_rows_and_measures_them(quick_run, tmp_path):
+    "experiments/sft_overfit_probe.py: N rows (one per family), E epochs, next-action accuracy as trained, before and after."
+    sys.path.insert(0, str(ROOT / "experiments"))
+    import sft_overfit_probe as probe
+    out = tmp_path / "probe"
+    assert probe.main(["--quick", "--curated", str(quick_run / "curated_s0"), "--before", str(quick_run / "sft_s0" / "final"),
+                       "--rows", "2", "--epochs", "2", "--max-new-tokens", "8", "--out", str(out)]) == 0
+    res = json.loads((out / "probe.json").read_text())
+    fams = [s.split("-")[0] for s in res["rows"]]
+    assert len(fams) == 2 and len(set(fams)) == 2 and res["sft"]["steps"] == 4  # one row per step, 2 rows x 2 epochs
+    for k in ("before", "after"):
+        assert res[k]["turns"] == res["turns"] > 0 and 0 <= res[k]["exact"] <= 100
+        assert len(pd.read_csv(out / f"next_action_{k}.csv")) == res["turns"]
+    assert not (out / "sft").exists() and not (out / "data").exists()  # models and the data copy are not kept
+    t = probe.row_trajectory(json.loads((quick_run / "curated_s0" / "train.jsonl").read_text().splitlines()[0]), "x")
+    assert t.messages[0].role == "system" and t.tools and any(m.tool_calls for m in t.messages)
