@@ -23,14 +23,9 @@ RESULTS = ROOT / "experiments" / "results" / "sft_gains"
 
 def row_trajectory(row:dict, spec_id:str):
     "A curated row (messages + tools, as trained) as a `Trajectory`, so `next_action_accuracy` can replay it."
-    from coworkenv.core import Message, ToolCall, ToolSpec, Trajectory
-    msgs = []
-    for n, m in enumerate(row['messages']):
-        calls = [ToolCall(id=f"call_{n}_{q}", name=c['function']['name'], arguments=c['function']['arguments'])
-                 for q, c in enumerate(m.get('tool_calls') or [])]
-        msgs.append(Message(role=m['role'], content=m.get('content'), tool_calls=calls, name=m.get('name'),
-                            tool_call_id=m.get('tool_call_id')))
-    return Trajectory(spec_id=spec_id, messages=msgs, tools=[ToolSpec.model_validate(t.get('function', t)) for t in row['tools']])
+    from coworkenv.agents import as_messages, as_tools
+    from coworkenv.core import Trajectory
+    return Trajectory(spec_id=spec_id, messages=as_messages(row['messages']), tools=as_tools(row['tools']))
 
 
 def pick_rows(curated:Path, n:int) -> list[tuple[str, dict]]:
