@@ -199,7 +199,13 @@ def is_transient_error(content:str|None) -> bool:
     elif not s.lower().startswith('error'): return False
     return bool(_TRANSIENT_RE.search(s))
 
-_READ_VERBS = {'list', 'search', 'get', 'read', 'find', 'query', 'lookup', 'view', 'fetch', 'check', 'show'}
+_READ_WORDS = {'list', 'search', 'get', 'read', 'find', 'query', 'lookup', 'view', 'fetch', 'check', 'show', 'history'}
+_ACTION_VERBS = {'create', 'decide', 'pay', 'reject', 'post', 'send', 'archive', 'delete', 'share', 'update', 'write',
+                 'save', 'submit', 'export', 'publish', 'close', 'approve', 'cancel', 'assign', 'add', 'remove', 'move',
+                 'schedule', 'book', 'grant', 'revoke', 'reply', 'forward', 'mark', 'set', 'tag', 'upload', 'rename',
+                 'invite', 'notify', 'escalate', 'merge', 'complete', 'reopen', 'resolve', 'disable', 'enable', 'rotate',
+                 'order', 'edit', 'draft', 'run', 'restart', 'refund', 'transfer', 'insert', 'modify', 'change', 'reset',
+                 'sync', 'import', 'download', 'comment', 'label', 'respond', 'accept', 'decline', 'open'}
 
 def call_sentence(tool:str) -> str:
     "A short natural sentence to go with a tool call (no argument values, so it never leaks or asks anything)."
@@ -214,10 +220,11 @@ def call_sentence(tool:str) -> str:
 _SENTENCES: dict = {}  # tool name -> its sentence (the sentence depends on the name only)
 
 def _call_sentence(tool:str) -> str:
-    parts = [p for p in re.split(r"[_\-:.]+", tool) if p]
-    verb = parts[1].lower() if len(parts) > 1 else (parts[0].lower() if parts else "")
-    if verb in _READ_VERBS: return "Let me look that up first."
-    if verb.isalpha() and len(parts) > 1: return f"Now I'll {verb} that."
+    "The first known verb of the name, looked for after the service prefix (`hr_get_employee`, `scheduler_job_history`) and then in it (`send_notification`); only known verbs, so a noun never reads as one."
+    words = [w.lower() for w in re.split(r"[_\-:.\s]+|(?<=[a-z])(?=[A-Z])", tool) if w]
+    for w in words[1:] + words[:1]:
+        if w in _READ_WORDS: return "Let me look that up first."
+        if w in _ACTION_VERBS: return f"Now I'll {w} that."
     return "Let me take care of that."
 
 def ask_sentence(word:str, i:int=0) -> str:

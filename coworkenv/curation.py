@@ -16,8 +16,8 @@ from .core import Message
 from .rollout import RolloutRecord, load_trajectories
 
 # %% auto #0
-__all__ = ['compact_result', 'to_row', 'fingerprint', 'vary_tools', 'Curated', 'dataset_features', 'curate', 'token_lengths',
-           'data_card', 'card_markdown', 'card_figure', 'save_curated', 'load_curated']
+__all__ = ['compact_result', 'to_row', 'fingerprint', 'vary_tools', 'unseen_values', 'Curated', 'dataset_features', 'curate',
+           'token_lengths', 'data_card', 'card_markdown', 'card_figure', 'save_curated', 'load_curated']
 
 # %% ../nbs/09_curation.ipynb #fad53fc2
 def _shorten(x, s:int, n:int):
@@ -48,9 +48,26 @@ def compact_result(text:str|None, # a tool message's content
     return out
 
 # %% ../nbs/09_curation.ipynb #9f31f9ae
-def _msg_row(m:Message, max_result_chars:int) -> dict:
-    content = m.content or ''
-    if m.role == 'tool' and max_result_chars: content = compact_result(content, max_result_chars)
+def _leaves(x) -> list:
+    if isinstance(x, dict): return [v for y in x.values() for v in _leaves(y)]
+    if isinstance(x, list): return [v for y in x for v in _leaves(y)]
+    return [x]
+
+def _text(x) -> str: return json.dumps(x, ensure_ascii=False).lower()
+
+def _used_later(msgs:Sequence[Message], i:int) -> set[str]:
+    "String argument values (3-40 characters, lower case) of the calls after message `i`."
+    return {v.lower() for m in msgs[i + 1:] if m.role == 'assistant' for c in m.tool_calls
+            for v in _leaves(c.arguments if isinstance(c.arguments, dict) else {}) if isinstance(v, str) and 3 <= len(v) <= 40}
+
+def _compacted(content:str, max_result_chars:int, keep:set[str]) -> tuple[str, str]:
+    "`(text, how)`: how is '' (short enough), 'compacted', or 'whole' (compaction would drop a value in `keep`)."
+    if not max_result_chars or len(content) <= max_result_chars: return content, ''
+    c, full = compact_result(content, max_result_chars), content.lower()
+    low = c.lower()
+    return (content, 'whole') if any(v in full and v not in low for v in keep) else (c, 'compacted')
+
+def _msg_row(m:Message, content:str) -> dict:
     return {'role': m.role, 'content': content,
             'tool_calls': [{'type': 'function', 'function': {'name': c.name, 'arguments': c.arguments}} for c in m.tool_calls],
             'name': m.name if m.role == 'tool' else None, 'tool_call_id': m.tool_call_id if m.role == 'tool' else None}
@@ -63,10 +80,14 @@ def to_row(rec:RolloutRecord, # one rollout record
     if any(isinstance(c.arguments, str) for m in msgs for c in m.tool_calls): return None, 'invalid_arguments'
     while msgs and msgs[-1].role != 'assistant': msgs.pop()
     if not any(m.role == 'assistant' for m in msgs): return None, 'no_assistant_turn'
-    row = {'messages': [_msg_row(m, max_result_chars) for m in msgs],
+    texts = [_compacted(m.content or '', max_result_chars, _used_later(msgs, i)) if m.role == 'tool' else (m.content or '', '')
+             for i, m in enumerate(msgs)]
+    how = Counter(h for _, h in texts)
+    row = {'messages': [_msg_row(m, t) for m, (t, _) in zip(msgs, texts)],
            'tools': [t.to_openai() for t in rec.trajectory.tools],
            'key': rec.key, 'spec_id': rec.spec_id, 'workflow': rec.workflow, 'capabilities': list(rec.capabilities),
-           'multi_turn': rec.multi_turn, 'difficulty': rec.difficulty, 'score': rec.score}
+           'multi_turn': rec.multi_turn, 'difficulty': rec.difficulty, 'score': rec.score,
+           'results_compacted': how['compacted'], 'results_kept_whole': how['whole']}
     return row, ''
 
 def _norm(s:str) -> str: return re.sub(r'\s+', ' ', re.sub(r'\d', '0', s.lower())).strip()
@@ -92,6 +113,22 @@ def vary_tools(row:dict, # a row from `to_row`
     shown += [pool[n] for n in rng.sample(others, min(n_distractors, len(others)))]
     rng.shuffle(shown)
     return shown
+
+# %% ../nbs/09_curation.ipynb #45feace5
+def unseen_values(row:dict, # a row: `messages` in the dataset's layout (see `to_row`), `tools` as shown
+                  max_len:int=40, # longer values are composed text (messages, notes), not looked-up facts
+                 ) -> list[dict]:
+    "Per tool call of the row's assistant turns: `turn`, `tool` and the `unseen` short argument values, found nowhere earlier."
+    seen, out = _text(row.get('tools') or []), []
+    for i, m in enumerate(row['messages']):
+        calls = m.get('tool_calls') or []
+        for c in calls if m['role'] == 'assistant' else []:
+            args = c['function']['arguments']
+            vals = {str(v) for v in _leaves(args if isinstance(args, dict) else {})
+                    if v is not None and not isinstance(v, bool) and len(str(v)) <= max_len}
+            out.append({'turn': i, 'tool': c['function']['name'], 'unseen': sorted(v for v in vals if v.lower() not in seen)})
+        seen += '\n' + (m.get('content') or '').lower() + _text([c['function']['arguments'] for c in calls])
+    return out
 
 # %% ../nbs/09_curation.ipynb #937b6e53
 @dataclass
@@ -172,7 +209,7 @@ def curate(records, # `RolloutRecord`s, or a trajectory store folder
     ds = Dataset.from_dict({'messages': [r['messages'] for r in rows], 'tools': [r['tools'] for r in rows]}, features=dataset_features())
     meta = pd.DataFrame([{k: v for k, v in r.items() if k not in ('messages', 'tools')} |
                          {'turns': sum(m['role'] == 'assistant' for m in r['messages']), 'n_messages': len(r['messages']),
-                          'tools_shown': len(r['tools']),
+                          'tools_shown': len(r['tools']), **_unseen_counts(r),
                           'chars': sum(len(m['content']) for m in r['messages']) + len(json.dumps(r['tools']))} for r in rows])
     if tokenizer is not None and rows: meta['tokens'] = token_lengths(rows, tokenizer)
     card = data_card(meta, dropped, n_input=len(records), settings=dict(
@@ -201,6 +238,10 @@ def _hist(xs, bins:int=10) -> list[dict]:
     counts, edges = np.histogram(np.asarray(xs), bins=bins)
     return [{'from': int(edges[i]), 'to': int(edges[i + 1]), 'rows': int(c)} for i, c in enumerate(counts)]
 
+def _unseen_counts(row:dict) -> dict:
+    u = unseen_values(row)
+    return {'calls': len(u), 'calls_unseen': sum(bool(x['unseen']) for x in u)}
+
 def data_card(meta, dropped:Counter, n_input:int, settings:dict) -> dict:
     "Summary of a curated dataset: rows per family/capability, turns, multi-turn share, token lengths, drops."
     n = len(meta)
@@ -215,6 +256,11 @@ def data_card(meta, dropped:Counter, n_input:int, settings:dict) -> dict:
         t = meta.tokens
         card['tokens'] = dict(min=int(t.min()), median=float(t.median()), p90=float(t.quantile(0.9)), max=int(t.max()),
                               total=int(t.sum()), histogram=_hist(t))
+    if 'calls' in meta:
+        calls, unseen = int(meta.calls.sum()), int(meta.calls_unseen.sum())
+        card['unseen_values'] = dict(calls=calls, calls_with_unseen=unseen, share=round(unseen / calls, 3) if calls else 0.0)
+    if 'results_compacted' in meta:
+        card['long_results'] = dict(compacted=int(meta.results_compacted.sum()), kept_whole=int(meta.results_kept_whole.sum()))
     return card
 
 def card_markdown(card:dict) -> str:
@@ -226,6 +272,14 @@ def card_markdown(card:dict) -> str:
     if 'assistant_turns' in card:
         L += [f"Assistant turns: {card['assistant_turns']}; multi-turn share {card['multi_turn_share']:.0%}; "
               f"tools shown per row: {card['tools_shown']}.", ""]
+    if 'unseen_values' in card:
+        u = card['unseen_values']
+        L += [f"Tool calls with a short argument value not seen earlier in the row (see `unseen_values`): "
+              f"{u['calls_with_unseen']} of {u['calls']} ({u['share']:.1%}).", ""]
+    if 'long_results' in card:
+        r = card['long_results']
+        L += [f"Tool results over the budget: {r['compacted']} compacted, {r['kept_whole']} kept whole (a later call uses a "
+              "value compaction would drop).", ""]
     if 'tokens' in card:
         t = card['tokens']
         L += ["## Token lengths (base tokenizer, chat template with tools)", "",

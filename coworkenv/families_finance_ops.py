@@ -779,7 +779,8 @@ def _inventory_plans(ctx:GenContext, w:NS) -> tuple[list, list, list]:
     pre, mid = ([], recheck) if hard else (recheck, [])
     checkin = [_say(f"The first order is in: {first['name']} x{first['reorder_qty']}. Shall I go ahead with the "
                     "remaining items?")] if hard else []
-    reads = [_call("inventory_list_products"), _call("chat_read_messages", channel_id=w.chan[0], limit=10)]
+    reads = [_call("inventory_list_products"), _call("chat_list_channels"),  # the request names the channel, not its id
+             _call("chat_read_messages", channel_id=w.chan[0], limit=10)]
     asks = [_ask("budget_limit")] + ([_ask("preferred_supplier")] if hard else [])
     solution = reads + asks + pre + orders[:1] + checkin + mid + orders[1:] + [post, _say(summary)]
     alternatives = [asks + reads + pre + orders[:1] + checkin + mid + orders[1:] + [post, _say(summary)]]
@@ -1229,7 +1230,8 @@ def _jobs_plans(ctx:GenContext, w:NS) -> tuple[list, list, list]:
     update_tk = _call("helpdesk_update_ticket", ticket_id=w.tid, priority="medium", tags=[w.tag, "job-disabled"])
     reads = ([_call("helpdesk_get_ticket", ticket_id=w.tid),
               _call("scheduler_list_jobs", **({"tag": w.tag} if ctx.level else {"status": "failed"}))]
-             + ([_call("scheduler_job_history", job_id=w.failing[0]["job_id"], limit=5)] if ctx.level else []))
+             + ([_call("scheduler_job_history", job_id=w.failing[0]["job_id"], limit=5)] if ctx.level else [])
+             + ([_call("scheduler_list_jobs")] if w.resched else []))  # the job to move is named, not tagged
     summary = (f"Disabled {', '.join(j['name'] + ' (' + j['job_id'] + ')' for j in w.failing)} (not deleted, history "
                "kept)" + (f", moved {w.resched['name']} to '{w.new_cron}'" if w.resched else "")
                + f", and set {w.tid} to medium priority with the job-disabled tag; it stays open for the "
@@ -1437,7 +1439,7 @@ def _creds_plans(ctx:GenContext, w:NS) -> tuple[list, list, list]:
             f"config. Ref {w.tid}."))
     tag_tk = _call("helpdesk_update_ticket", ticket_id=w.tid, tags=["audit", "rotation-requested"])
     names = ", ".join(x.rec["name"] for x in w.expired)
-    post = ([_call("chat_post_message", channel_id="C-sec", text=f"Credential audit {w.tid}: {names} have expired "
+    post = ([_call("chat_list_channels"), _call("chat_post_message", channel_id="C-sec", text=f"Credential audit {w.tid}: {names} have expired "
                    "credentials, set to needs_rotation; owners asked to rotate.")] if ctx.level == 2 else [])
     summary = (f"Set {names} to needs_rotation with a note, asked the owners to rotate, and tagged {w.tid} "
                "rotation-requested." + (f" {w.soon['name']} expires on {w.soon['credentials_expire_at']}, not yet "
@@ -1666,7 +1668,7 @@ def _incident_plans(ctx:GenContext, w:NS) -> tuple[list, list, list]:
     esc = _call("contacts_send_message", contact_id=w.on_id,
                 message=f"P1 escalation: {p1['ticket_id']} '{p1['title']}' "
                 f"is a customer-facing outage ({p1['affected_users']} users affected). You're on call, please take it.")
-    oncall_reads = [_call("chat_read_messages", channel_id="C-oncall", limit=5),
+    oncall_reads = [_call("chat_list_channels"), _call("chat_read_messages", channel_id="C-oncall", limit=5),
                     _call("contacts_search", query=w.oncall["name"])]
     said = lambda ts: (f"Triaged {len(ts)} open tickets: {p1['ticket_id']} critical, "
                + ", ".join(f"{t['ticket_id']} {w.expect[t['ticket_id']]}" for t in ts if t is not p1)

@@ -379,7 +379,7 @@ def _onb_plan(ctx:GenContext, w:dict, s=None, m=None, asks=("start_date", "manag
     mails = mails if ctx.level >= 1 or addr != hire["email"] else []
     body = [create, tasks, share, meet, mails] if order == 0 else [create, meet, share, tasks, mails]
     head = [Step.call("gmail_list_messages"), Step.call("gmail_get_message", message_id=w["msg_id"])]
-    look = [Step.call("hr_list_employees", department=w["dept"]), Step.call("files_list", folder="/onboarding"),
+    look = [Step.call("hr_list_employees", department=w["dept"]), Step.call("files_list"),  # the pack's folder is not given
             Step.call("files_read", file_id=w["pack"])]
     done = Step.say(f"Done: {hire['name']} is in HR as {w['new_id']} with {len(tasks)} onboarding tasks, the welcome "
                     f"pack is shared and the welcome meeting is booked.")
@@ -867,7 +867,7 @@ def _acc_plan(ctx:GenContext, w:dict, ask=True, approve=None, notify_first=False
     "An access-request plan; the keyword arguments make the alternative and the wrong plans."
     req, system, level, target = w["req"], w["system"], w["level"], w["target"]
     approve = [target] if approve is None else approve
-    head = [Step.call("hr_list_employees", department=w["dept"]),
+    head = [Step.call("hr_list_employees"),  # the request names the person, not their department
             Step.call("approvals_list_requests", kind="access", status="pending"),
             Step.call("hr_get_employee", employee_id=w["rid"])] + ([Step.ask("system_access")] if ask else [])
     dec = [Step.call("approvals_decide", request_id=r, decision="approved", comment=f"Agreed with {req['first']}.")
@@ -1426,8 +1426,9 @@ def _esc_plan(ctx:GenContext, w:dict, tix=None, mail_to=None, extra=(), close=Fa
     tix = tix or w["mine"]
     head = [Step.call("crm_list_customers"), Step.call("crm_get_customer", customer_id=key["customer_id"]),
             Step.call("helpdesk_list_tickets")]
-    ups = [Step.call("helpdesk_update_ticket", ticket_id=t, priority="critical",
-                     tags=w["old_tags"][t] + ["escalated", "key-account"]) for t in tix]
+    ups = [s for t in tix for s in (Step.call("helpdesk_get_ticket", ticket_id=t),  # its current tags: the listing omits them
+                                    Step.call("helpdesk_update_ticket", ticket_id=t, priority="critical",
+                                              tags=w["old_tags"][t] + ["escalated", "key-account"]))]
     ups += [Step.call("helpdesk_close_ticket", ticket_id=t, resolution="Escalated.") for t in tix] if close else []
     recheck = [Step.call("helpdesk_list_tickets")] + [Step.call("helpdesk_get_ticket", ticket_id=t) for t in reopen]
     ups_r = [Step.call("helpdesk_update_ticket", ticket_id=t, priority="critical",
