@@ -1,7 +1,7 @@
 """Benchmark `coworkenv sft` (train_sft) against a plain TRL SFTTrainer script on the same data and settings.
 
   .venv/bin/python benchmarks/sft.py [--model tiny|smollm2|PATH] [--steps 6] [--batch 1] [--max-length 2048]
-                                     [--specs 8] [--repeats 2] [--threads N]
+                                     [--specs 8] [--repeats 2] [--threads N] [--heads auto] [--no-plain]
 
 Builds one curated dataset (synthesize -> oracle rollouts -> curate), then trains the same model for the same
 number of steps twice per repeat, interleaved in alternating order (plain, ours, ours, plain, ...), each in a fresh subprocess so peak
@@ -10,6 +10,8 @@ fine-tune, bf16 only if the hardware has it, no checkpoints inside the timed win
 `save_steps` (set beyond the run, so neither saves mid-run). Prints training tokens/s (TRL's `num_tokens` / the
 trainer's `train_runtime`), the ratio ours/plain (target >= 0.95) and peak memory.
 CPU time is also reported: wall-clock figures on a shared machine are noisy.
+`--heads logits,trained --no-plain` compares our LM-head losses instead (`loss_head`: the full logits vs the
+trained positions only), one `ours` run per head per repeat.
 """
 import argparse, json, os, resource, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -31,7 +33,8 @@ def worker(a):
     cpu0, t0 = time.process_time(), time.time()
     if a.worker == 'ours':
         from coworkenv.sft import train_sft
-        r = train_sft(dict(settings(a, out), model=a.model_path, dataset=a.data, progress=False, resume=False))
+        r = train_sft(dict(settings(a, out), model=a.model_path, dataset=a.data, progress=False, resume=False,
+                           loss_head=a.head))
         m = r.metrics
         runtime, tokens = m['train_runtime'], m['num_tokens']
     else:  # the plain TRL script a user would write
@@ -50,7 +53,7 @@ def worker(a):
         trainer.save_model(str(out / 'final'))
         runtime = res.metrics['train_runtime']
         tokens = next(h['num_tokens'] for h in reversed(trainer.state.log_history) if 'num_tokens' in h)
-    print(json.dumps(dict(kind=a.worker, tokens=tokens, train_runtime=runtime, tokens_per_s=tokens / runtime,
+    print(json.dumps(dict(kind=a.worker if a.worker == 'plain' else f'ours:{a.head}', tokens=tokens, train_runtime=runtime, tokens_per_s=tokens / runtime,
                           total_wall_s=time.time() - t0, cpu_s=time.process_time() - cpu0,
                           peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)))
 
@@ -68,7 +71,10 @@ def main():
     ap.add_argument('--batch', type=int, default=1); ap.add_argument('--max-length', type=int, default=2048)
     ap.add_argument('--specs', type=int, default=8); ap.add_argument('--repeats', type=int, default=2)
     ap.add_argument('--threads', type=int, default=0, help='torch threads per run (0: torch default)')
+    ap.add_argument('--heads', default='auto', help="comma-separated loss_head values, one 'ours' run each (auto, logits, trained, fused)")
+    ap.add_argument('--no-plain', action='store_true', help='skip the plain TRL runs (compare --heads only)')
     ap.add_argument('--worker', choices=['ours', 'plain'], help=argparse.SUPPRESS)
+    ap.add_argument('--head', default='auto', help=argparse.SUPPRESS)
     ap.add_argument('--model-path', help=argparse.SUPPRESS); ap.add_argument('--data', help=argparse.SUPPRESS)
     ap.add_argument('--out', help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -85,27 +91,34 @@ def main():
     t = cur.card['tokens']
     print(f"model {a.model} ({mp}); {cur.card['rows']} rows, tokens median {t['median']:.0f} max {t['max']}; "
           f"{a.steps} steps, batch {a.batch}, max_length {a.max_length}, threads {a.threads or 'default'}")
-    runs = []
+    runs, heads = [], a.heads.split(',')
+    kinds = ([] if a.no_plain else ['plain']) + [f'ours:{h}' for h in heads]
     for i in range(a.repeats):
-        for kind in (('plain', 'ours') if i % 2 == 0 else ('ours', 'plain')):  # alternate: no order bias
-            cmd = [sys.executable, __file__, '--worker', kind, '--model-path', mp, '--data', str(work / 'curated'),
-                   '--out', str(work / f'{kind}-{i}'), '--steps', str(a.steps), '--batch', str(a.batch),
-                   '--max-length', str(a.max_length), '--threads', str(a.threads)]
+        for kind in (kinds if i % 2 == 0 else kinds[::-1]):  # alternate: no order bias
+            wk, _, head = kind.partition(':')
+            cmd = [sys.executable, __file__, '--worker', wk, '--head', head or 'auto', '--model-path', mp,
+                   '--data', str(work / 'curated'), '--out', str(work / f'{wk}-{head}-{i}'), '--steps', str(a.steps),
+                   '--batch', str(a.batch), '--max-length', str(a.max_length), '--threads', str(a.threads)]
             p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, TOKENIZERS_PARALLELISM='false'))
             line = [l for l in p.stdout.splitlines() if l.startswith('{')]
             if p.returncode or not line: sys.exit(f"{kind} run failed:\n{p.stderr[-3000:]}")
             r = json.loads(line[-1]); runs.append(r)
-            print(f"  {kind:5s} run {i}: {r['tokens']:.0f} tokens in {r['train_runtime']:.1f}s = {r['tokens_per_s']:.0f} tokens/s; "
+            print(f"  {kind:12s} run {i}: {r['tokens']:.0f} tokens in {r['train_runtime']:.1f}s = {r['tokens_per_s']:.0f} tokens/s; "
                   f"cpu {r['cpu_s']:.1f}s; peak RSS {r['peak_rss_mb']:.0f} MB")
     import statistics as st
-    tps = {k: st.median(r['tokens_per_s'] for r in runs if r['kind'] == k) for k in ('plain', 'ours')}
-    mem = {k: max(r['peak_rss_mb'] for r in runs if r['kind'] == k) for k in ('plain', 'ours')}
-    print(f"\nplain TRL SFTTrainer: {tps['plain']:.0f} tokens/s (median), peak {mem['plain']:.0f} MB")
-    print(f"coworkenv train_sft:  {tps['ours']:.0f} tokens/s (median), peak {mem['ours']:.0f} MB")
-    cps = {k: st.median(r['tokens'] / r['cpu_s'] for r in runs if r['kind'] == k) for k in ('plain', 'ours')}
-    print(f"ratio ours/plain: {tps['ours'] / tps['plain']:.3f} by wall clock (target >= 0.95); "
-          f"{cps['ours'] / cps['plain']:.3f} by process CPU time (tokens per CPU-second, whole process incl. loading: "
-          f"plain {cps['plain']:.0f}, ours {cps['ours']:.0f})")
+    tps = {k: st.median(r['tokens_per_s'] for r in runs if r['kind'] == k) for k in kinds}
+    mem = {k: max(r['peak_rss_mb'] for r in runs if r['kind'] == k) for k in kinds}
+    cps = {k: st.median(r['tokens'] / r['cpu_s'] for r in runs if r['kind'] == k) for k in kinds}
+    print()
+    for k in kinds:
+        name = 'plain TRL SFTTrainer' if k == 'plain' else f"coworkenv train_sft (loss_head {k.split(':')[1]})"
+        print(f"{name}: {tps[k]:.0f} tokens/s (median), peak {mem[k]:.0f} MB")
+    base = 'plain' if 'plain' in kinds else kinds[0]
+    for k in kinds:
+        if k != base:
+            print(f"ratio {k}/{base}: {tps[k] / tps[base]:.3f} by wall clock" + (" (target >= 0.95)" if base == 'plain' else "")
+                  + f"; {cps[k] / cps[base]:.3f} by process CPU time (tokens per CPU-second, whole process incl. loading: "
+                  f"{base} {cps[base]:.0f}, {k} {cps[k]:.0f})")
 
 
 if __name__ == '__main__':

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 # %% auto #0
 __all__ = ['SFTConfigError', 'LoraSettings', 'SFTSettings', 'load_sft_config', 'load_sft_dataset', 'check_sft_dataset',
-           'bf16_supported', 'use_logits_loss', 'logits_loss_trainer', 'SFTResult', 'loss_table',
+           'bf16_supported', 'loss_head', 'use_logits_loss', 'logits_loss_trainer', 'SFTResult', 'loss_table',
            'time_budget_callback', 'merge_adapter', 'train_sft', 'loss_figure', 'cmd_sft', 'add_sft_parser']
 
 # %% ../nbs/11_sft.ipynb #e48f5358
@@ -50,7 +50,7 @@ class SFTSettings(BaseModel):
     assistant_only_loss: bool = True
     bf16: Union[bool, Literal['auto']] = 'auto'
     gradient_checkpointing: bool = False
-    loss_head: Literal['auto', 'fused', 'logits'] = 'auto' # the LM-head loss: 'fused' (TRL's chunked kernel), 'logits' (the model's own), 'auto': fused on GPU, logits on CPU
+    loss_head: Literal['auto', 'fused', 'logits', 'trained'] = 'auto' # the LM-head loss: 'fused' (TRL's chunked kernel), 'logits' (the model's own, every position), 'trained' (the LM head on the trained positions only), 'auto': fused on GPU, trained on CPU
     lora: Optional[LoraSettings] = None
     seed: int = 0
     logging_steps: int = Field(1, ge=1)
@@ -162,27 +162,42 @@ def _peft(cfg:SFTSettings):
     from peft import LoraConfig
     return LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, lora_dropout=cfg.lora.dropout,
                       target_modules=cfg.lora.target_modules, task_type='CAUSAL_LM')
-def use_logits_loss(cfg:SFTSettings) -> bool:
-    "Whether the loss comes from the model's own logits (`loss_head`; 'auto': on CPU, where TRL's fused head is slower)."
+def loss_head(cfg:SFTSettings) -> str:
+    "The LM-head loss `train_sft` uses: `cfg.loss_head`, with 'auto' resolved ('fused' on GPU, 'trained' on CPU)."
     import torch
-    return cfg.loss_head == 'logits' or (cfg.loss_head == 'auto' and not torch.cuda.is_available())
+    if cfg.loss_head != 'auto': return cfg.loss_head
+    return 'fused' if torch.cuda.is_available() else 'trained'
 
-def logits_loss_trainer():
+def use_logits_loss(cfg:SFTSettings) -> bool:
+    "Whether the loss comes from the model's own LM head (`loss_head` 'logits' or 'trained') rather than TRL's fused one."
+    return loss_head(cfg) in ('logits', 'trained')
+
+def logits_loss_trainer(trained_only:bool=False, # the LM head on the trained positions only (`logits_to_keep`)
+                       ):
     "`SFTTrainer` whose loss is the model's own causal-LM loss on the collator's labels (the same masked tokens), not TRL's fused LM head."
     import torch
+    import torch.nn.functional as F
     from trl import SFTTrainer
     class LogitsLossSFTTrainer(SFTTrainer):
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            inputs = {**inputs, 'use_cache': False}
-            out = model(**inputs, num_items_in_batch=num_items_in_batch)
+            labels = inputs['labels'][:, 1:]
+            if trained_only:  # position p predicts token p+1: keep the positions whose next token is trained (in any row)
+                pos = (labels != -100).any(0).nonzero().squeeze(-1)
+                out = model(**{k: v for k, v in inputs.items() if k != 'labels'}, use_cache=False, logits_to_keep=pos)
+                logits, y = out.logits, labels[:, pos]
+                total = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), ignore_index=-100, reduction='sum')
+                loss = total / (num_items_in_batch if num_items_in_batch is not None else (y != -100).sum().clamp(min=1))
+            else:
+                out = model(**inputs, use_cache=False, num_items_in_batch=num_items_in_batch)
+                loss, logits, y = out.loss, out.logits[:, :-1], labels
             mode = 'train' if self.model.training else 'eval'
             with torch.no_grad():  # the metrics TRL logs: token accuracy on the trained tokens, tokens seen
-                labels = inputs['labels'][:, 1:]; keep = labels != -100
-                right = (out.logits[:, :-1].argmax(-1) == labels) & keep
+                keep = y != -100
+                right = (logits.argmax(-1) == y) & keep
                 self._metrics[mode]['mean_token_accuracy'].append((right.sum() / keep.sum().clamp(min=1)).item())
                 if mode == 'train': self._total_train_tokens += int(inputs['attention_mask'].sum()) if 'attention_mask' in inputs else labels.numel() + labels.shape[0]
                 self._metrics[mode]['num_tokens'] = [self._total_train_tokens]
-            return (out.loss, out) if return_outputs else out.loss
+            return (loss, out) if return_outputs else loss
     return LogitsLossSFTTrainer
 
 
@@ -285,7 +300,8 @@ def train_sft(config, # a YAML path, dict or `SFTSettings`
     out.mkdir(parents=True, exist_ok=True)
     (out/'sft_config.yaml').write_text(yaml.safe_dump(cfg.model_dump(), sort_keys=False))
     budget = [time_budget_callback(cfg.max_minutes)] if cfg.max_minutes else []
-    trainer = (logits_loss_trainer() if use_logits_loss(cfg) else SFTTrainer)(model=model, args=_trl_args(cfg, bf16), train_dataset=ds, processing_class=tok,
+    head = loss_head(cfg)
+    trainer = (logits_loss_trainer(head == 'trained') if head != 'fused' else SFTTrainer)(model=model, args=_trl_args(cfg, bf16), train_dataset=ds, processing_class=tok,
                          peft_config=_peft(cfg), callbacks=budget)
     n_kept = len(trainer.train_dataset)
     if n_kept == 0:
@@ -308,7 +324,7 @@ def train_sft(config, # a YAML path, dict or `SFTSettings`
     lt = loss_table(hist); lt.to_csv(out/'loss.csv', index=False)
     n_tok = next((h['num_tokens'] for h in reversed(hist) if 'num_tokens' in h), None)
     metrics = dict(res.metrics, steps=trainer.state.global_step, planned_steps=trainer.state.max_steps,
-                   stopped_by_time=bool(budget and budget[0].stopped), resumed_from=ckpt, bf16=bf16, lora=cfg.lora is not None,
+                   stopped_by_time=bool(budget and budget[0].stopped), resumed_from=ckpt, bf16=bf16, lora=cfg.lora is not None, loss_head=head,
                    wall_s=round(wall, 2), num_tokens=n_tok, rows=len(ds), rows_trained=n_kept,
                    final_loss=float(lt.loss.iloc[-1]) if len(lt) else None)
     (out/'sft_result.json').write_text(json.dumps(dict(metrics=metrics, model_dir=str(final)), indent=1, default=str))
