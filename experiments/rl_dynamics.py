@@ -12,7 +12,8 @@ Stages, each skipped when its output is already saved (so an interrupted run con
   1. specs: the split sft_gains.py saved and validated (experiments/results/sft_gains/specs/, read only) when it exists,
      so RL trains on exactly the specs the SFT model was trained on and is evaluated on the same held-out tasks;
      otherwise `split_specs` on the split config, validated, saved under OUT/specs/<split>/ (as sft_gains does).
-  2. evaluate the start model on the held-out specs (test_families + test_seeds), k trials -> OUT/eval/start.csv.
+  2. evaluate the start model on the held-out specs (test_families + test_seeds), k trials -> OUT/eval/start.csv
+     (`--start-eval CSV`: take a saved evaluation of that model instead, e.g. the one sft_gains.py wrote).
   3. for each reward × credit × seed: GRPO (`train_rl`, TRL checkpoints resumed) on the training specs ->
      OUT/runs/<reward>_<credit>_s<seed>/ (log.csv: one row per step; rl_result.json; rl_config.yaml), then evaluate
      its final model on the held-out specs -> OUT/eval/<reward>_<credit>_s<seed>.csv (one file per run, written atomically);
@@ -73,6 +74,32 @@ def stage_train(out:Path, rl_cfg, start, specs_dir:Path, reward:str, credit:str,
     m = r.metrics
     log(f"  GRPO {name}: {m.get('steps')} steps in {m.get('wall_s')} s, reward {m.get('first_reward')} -> {m.get('last_reward')}")
     return r.model_dir
+
+
+def reuse_start_eval(out:Path, saved, test:list, k:int) -> int:
+    """Take a saved evaluation of the start model (e.g. sft_gains' `eval/pocketworker_ep8_s1.csv`) as OUT/eval/start.csv
+    instead of evaluating it again: greedy evaluation of the same weights on the same specs gives the same episodes, and
+    on 2 CPU cores that is an hour saved. Only its rows of the held-out tasks are kept, relabelled `start`; refused
+    (ValueError, nothing written) unless it is one agent's evaluation holding trials 0..k-1 of every held-out task.
+    Returns the episodes kept. The caller vouches that it evaluated the same model (the path is recorded)."""
+    import pandas as pd
+    saved = Path(saved)
+    if not saved.is_file(): raise ValueError(f"--start-eval: no evaluation file at {saved}")
+    df = pd.read_csv(saved, keep_default_na=False)
+    need = {'spec_id', 'trial', 'agent', 'score'} - set(df.columns)
+    if need: raise ValueError(f"--start-eval: {saved} is not an evaluation CSV (no column {', '.join(sorted(need))})")
+    if df.agent.nunique() != 1: raise ValueError(f"--start-eval: {saved} holds {df.agent.nunique()} agents "
+                                                 f"({', '.join(map(str, df.agent.unique()))}); one agent's evaluation is needed")
+    ids = {s.id for s in test}
+    df = df[df.spec_id.isin(ids) & df.trial.astype(int).lt(k)]
+    have = set(zip(df.spec_id, df.trial.astype(int)))
+    gap = sorted((i, t) for i in ids for t in range(k) if (i, t) not in have)
+    if gap: raise ValueError(f"--start-eval: {saved} lacks {len(gap)} of the {len(ids) * k} held-out episodes "
+                             f"(k={k}), e.g. {', '.join(f'{i} trial {t}' for i, t in gap[:4])}")
+    f = out / "eval" / f"{START}.csv"
+    f.parent.mkdir(parents=True, exist_ok=True)
+    df.assign(agent=START).to_csv(f.with_suffix('.tmp'), index=False); f.with_suffix('.tmp').replace(f)
+    return len(df)
 
 
 def drop_checkpoints(run_dir:Path) -> list:
@@ -328,6 +355,9 @@ def main(argv=None):
     ap.add_argument('--report', action='store_true', help="only rebuild the tables and figures from the saved evaluations")
     ap.add_argument('--keep-checkpoints', action='store_true', help="keep each run's TRL checkpoints after it is evaluated "
                     "(default: removed then, ~1.6 GB each for SmolLM2-135M; the final model is always kept)")
+    ap.add_argument('--start-eval', default=None, metavar='CSV', help="a saved evaluation of the start model (e.g. "
+                    "experiments/results/sft_gains/eval/pocketworker_ep8_s1.csv with --start on that model) used instead of "
+                    "evaluating it again; it must hold trials 0..k-1 of every held-out task")
     ap.add_argument('--stop-after', choices=['specs', 'start', 'train'], default=None,
                     help="stop after this stage: specs; start (its evaluation); train (every run trained, none evaluated)")
     a = ap.parse_args(argv)
@@ -363,8 +393,13 @@ def main(argv=None):
         if a.stop_after == 'specs': return 0
         (out / "experiment.json").write_text(json.dumps(dict(quick=a.quick, start=str(start), rl=a.rl,
                                                              overrides=overrides, rewards=a.rewards, credits=a.credits, seeds=a.seeds,
-                                                             k=a.k, max_new_tokens=max_new, specs=str(specs_dir)), indent=1) + "\n")
-        log(f"2/3 evaluate the start model on {len(test)} held-out tasks, k={a.k}")
+                                                             k=a.k, max_new_tokens=max_new, specs=str(specs_dir),
+                                                             start_eval=a.start_eval), indent=1) + "\n")
+        if a.start_eval and not evaluated(START):
+            try: n = reuse_start_eval(out, Path(a.start_eval).expanduser(), test, a.k)
+            except ValueError as e: ap.error(str(e))
+            log(f"2/3 the start model's evaluation: {n} episodes taken from {a.start_eval}")
+        else: log(f"2/3 evaluate the start model on {len(test)} held-out tasks, k={a.k}")
         sft_gains.stage_eval(out, START, start, test, a.k, max_new, a.quick)
         if a.stop_after == 'start': return 0
         for i, (reward, credit, seed) in enumerate(runs, 1):

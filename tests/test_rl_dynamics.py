@@ -219,3 +219,54 @@ def test_dynamics_summary():
     half = rd.dynamics_summary(dyn, frac=0.5).set_index("config")
     assert half.loc["score × trajectory", "reward"] == "0.200 → 0.400"  # (0.15+0.25)/2 -> (0.35+0.45)/2
     assert rd.dynamics_summary(dyn.drop(columns=["entropy"])).entropy.eq("—").all()  # a metric not logged
+
+
+# ---- reusing a saved evaluation of the start model -----------------------------------------------
+
+def _specs(*ids): return [type("Spec", (), {"id": i})() for i in ids]
+
+
+def test_start_eval_is_reused_relabelled_and_trimmed(tmp_path):
+    rows = [dict(r, trial=t) for t in (0, 1) for r in _rows("pocketworker_ep8_s1", START)]
+    rows += [dict(r, trial=2) for r in _rows("pocketworker_ep8_s1", START)]  # a trial beyond k: dropped
+    rows += _rows("pocketworker_ep8_s1", START, split="other")  # tasks outside the held-out split: dropped
+    saved = tmp_path / "saved.csv"
+    pd.DataFrame(rows).to_csv(saved, index=False)
+    test = _specs(*(f"test_families-{t}" for t, _ in TASKS))
+    assert rd.reuse_start_eval(tmp_path / "out", saved, test, k=2) == 8
+    got = pd.read_csv(tmp_path / "out" / "eval" / "start.csv")
+    assert set(got.agent) == {"start"} and sorted(got.trial.unique()) == [0, 1]
+    assert set(got.spec_id) == {s.id for s in test} and got.score.tolist() == [0.2] * 8
+
+
+def test_start_eval_with_a_gap_or_two_agents_is_refused(tmp_path):
+    test = _specs(*(f"test_families-{t}" for t, _ in TASKS))
+    one = tmp_path / "one.csv"
+    pd.DataFrame(_rows("a", START)).to_csv(one, index=False)  # trial 0 only
+    with pytest.raises(ValueError, match=r"lacks 4 of the 8 held-out episodes.*trial 1"):
+        rd.reuse_start_eval(tmp_path / "out", one, test, k=2)
+    two = tmp_path / "two.csv"
+    pd.DataFrame(_rows("a", START) + _rows("b", START)).to_csv(two, index=False)
+    with pytest.raises(ValueError, match="2 agents"):
+        rd.reuse_start_eval(tmp_path / "out", two, test, k=1)
+    with pytest.raises(ValueError, match="no evaluation file"):
+        rd.reuse_start_eval(tmp_path / "out", tmp_path / "nope.csv", test, k=1)
+    assert not (tmp_path / "out" / "eval" / "start.csv").exists()  # nothing written
+
+
+def test_start_eval_reuse_skips_the_start_evaluation(tmp_path, capsys):
+    "The quick path with --start-eval: the start model's saved evaluation is taken, not recomputed (--stop-after start)."
+    first = tmp_path / "first"
+    assert rd.main(QUICK_ARGS + ["--out", str(first), "--stop-after", "start"]) == 0
+    saved = pd.read_csv(first / "eval" / "start.csv").assign(agent="pocketworker_x")
+    saved.to_csv(tmp_path / "saved.csv", index=False)
+    out = tmp_path / "second"
+    (out / "specs").parent.mkdir(parents=True)
+    import shutil
+    shutil.copytree(first / "specs", out / "specs")  # the same split
+    capsys.readouterr()
+    assert rd.main(QUICK_ARGS + ["--out", str(out), "--stop-after", "start", "--start-eval", str(tmp_path / "saved.csv")]) == 0
+    assert "taken from" in capsys.readouterr().out
+    got = pd.read_csv(out / "eval" / "start.csv")
+    assert set(got.agent) == {"start"} and len(got) == len(saved)
+    assert json.loads((out / "experiment.json").read_text())["start_eval"] == str(tmp_path / "saved.csv")
