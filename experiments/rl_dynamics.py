@@ -14,10 +14,11 @@ Stages, each skipped when its output is already saved (so an interrupted run con
      otherwise `split_specs` on the split config, validated, saved under OUT/specs/<split>/ (as sft_gains does).
   2. evaluate the start model on the held-out specs (test_families + test_seeds), k trials -> OUT/eval/start.csv
      (`--start-eval CSV`: take a saved evaluation of that model instead, e.g. the one sft_gains.py wrote).
-  3. for each reward × credit × seed: GRPO (`train_rl`, TRL checkpoints resumed) on the training specs ->
-     OUT/runs/<reward>_<credit>_s<seed>/ (log.csv: one row per step; rl_result.json; rl_config.yaml), then evaluate
-     its final model on the held-out specs -> OUT/eval/<reward>_<credit>_s<seed>.csv (one file per run, written atomically);
-     then the run's checkpoints are removed (final/ is kept; `--keep-checkpoints` keeps them).
+  3. for each seed, for each reward × credit (seed-major: a partial sweep has every configuration's first seed): GRPO
+     (`train_rl`, TRL checkpoints resumed) on the training specs -> OUT/runs/<reward>_<credit>_s<seed>/ (log.csv: one
+     row per step; rl_result.json; rl_config.yaml), then evaluate its final model on the held-out specs ->
+     OUT/eval/<reward>_<credit>_s<seed>.csv (one file per run, written atomically); then the run's checkpoints
+     are removed (final/ is kept; `--keep-checkpoints` keeps them).
   4. report: OUT/results.csv (every held-out trial), OUT/dynamics.csv (every logged training step of every run),
      OUT/table.{csv,md} (per split × configuration: mean ± sd over seeds of mean score, multi-turn score and pass^k,
      and each seed's paired Δ against the start model with its 95% bootstrap CI), OUT/runs.{csv,md} (every run with its
@@ -367,7 +368,7 @@ def main(argv=None):
     if not a.report:
         from coworkenv.evaluate import load_split_config
         warnings.filterwarnings('ignore', message='.*is_gradient_checkpointing.*')  # transformers' deprecation, once per step
-        runs = [(r, c, s) for r in a.rewards for c in a.credits for s in a.seeds]
+        runs = [(r, c, s) for s in a.seeds for r in a.rewards for c in a.credits]  # seed-major: a partial sweep covers every configuration
         evaluated = lambda label: (out / "eval" / f"{label}.csv").is_file()
         trained = lambda n: (out / "runs" / n / "rl_result.json").is_file() and (out / "runs" / n / "final" / "config.json").is_file()
         needs_start = not evaluated(START) or any(not evaluated(run_name(*r)) and not trained(run_name(*r)) for r in runs)
@@ -405,7 +406,7 @@ def main(argv=None):
         for i, (reward, credit, seed) in enumerate(runs, 1):
             name = run_name(reward, credit, seed)
             if evaluated(name): continue  # trained and evaluated before (its model need not be kept)
-            log(f"3/3 run {i}/{len(runs)} {name}: GRPO, evaluate")
+            log(f"3/3 run {i}/{len(runs)} {name}: GRPO" + ("" if a.stop_after == 'train' else ", evaluate"))
             model = stage_train(out, a.rl, start, specs_dir, reward, credit, seed, overrides, a.quick)
             if a.stop_after == 'train': continue
             sft_gains.stage_eval(out, name, model, test, a.k, max_new, a.quick)

@@ -66,6 +66,9 @@ def test_readme_block_is_generated(quick_run, tmp_path):
     text = readme.read_text()
     assert "old table" not in text and "pocketworker_s0" in text and text.endswith("outro\n")
     assert f"{meta['episodes']} episodes" in text
+    meta = dict(meta, variants=["pocketworker_ep8_s1", "pocketworker_lora_s0"])  # variants are named beside the seeds
+    sft_gains.write_readme(quick_run, table, meta, readme)
+    assert "PocketWorker seeds evaluated so far: [0]; variants: pocketworker_ep8_s1, pocketworker_lora_s0)" in readme.read_text()
     assert f"SFT precision per seed: s0 {'bf16' if meta['sft'][0]['bf16'] else 'fp32'}." in text
 
 
