@@ -332,7 +332,8 @@ def report(out:Path):
     (out / "summary.json").write_text(json.dumps(meta, indent=1, default=str, ensure_ascii=False) + "\n")
     (out / "summary.md").write_text(summary_text(table, meta, dyn_t))
     figs = curves_figures(out) if len(dyn) else {}
-    html = [f.to_html(full_html=False, include_plotlyjs='cdn' if i == 0 else False) for i, f in enumerate(figs.values())]
+    html = [f.to_html(full_html=False, include_plotlyjs='cdn' if i == 0 else False, div_id=f'fig_curves_{i}')  # fixed ids: a rerun writes the same bytes
+            for i, f in enumerate(figs.values())]
     (out / "fig_curves.html").write_text("<html><body>\n" + "\n".join(html or ["<p>no training logged yet</p>"]) + "\n</body></html>\n")
     heldout_figure(df).write_html(out / "fig_heldout.html", include_plotlyjs='cdn', div_id='fig_heldout')  # a fixed id: a rerun writes the same bytes
     return table, runs, meta

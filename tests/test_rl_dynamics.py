@@ -270,3 +270,13 @@ def test_start_eval_reuse_skips_the_start_evaluation(tmp_path, capsys):
     got = pd.read_csv(out / "eval" / "start.csv")
     assert set(got.agent) == {"start"} and len(got) == len(saved)
     assert json.loads((out / "experiment.json").read_text())["start_eval"] == str(tmp_path / "saved.csv")
+
+
+def test_report_rewrites_the_same_figure_bytes(quick_run, tmp_path):
+    import shutil
+    out = tmp_path / "copy"
+    shutil.copytree(quick_run, out)
+    rd.report(out)
+    first = {n: (out / n).read_bytes() for n in ("fig_curves.html", "fig_heldout.html")}
+    rd.report(out)  # a rerun of --report on unchanged results must not leave a diff in git
+    assert {n: (out / n).read_bytes() for n in first} == first
