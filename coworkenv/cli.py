@@ -458,6 +458,7 @@ def cmd_pipeline(a):
         _save_specs(valid[name], out / "specs" / name)
         bad = [r.spec_id for r in res if not r.passed]
         print(f"   {name}: {len(valid[name])}/{len(specs)} valid" + (f" (quarantined: {', '.join(bad[:5])})" if bad else ""))
+    (out / "specs" / "DONE").write_text("validated\n")  # the split is whole: others may reuse it (`experiments/rl_dynamics.py --specs`)
     if not valid['train'] or not (valid['test_families'] or valid['test_seeds']):
         raise ValueError("the split has no valid training specs or no valid test specs")
     print(f"{stamp()} 3/6 teach: the oracle on {len(valid['train'])} training specs")

@@ -29,10 +29,10 @@ __all__ = ['REWARDS', 'LOG_COLUMNS', 'RUN_ONLY', 'process_reward', 'safety_viola
            'reward_ends', 'train_rl', 'rl_figure', 'cmd_rl', 'add_rl_parser']
 
 # %% ../nbs/12_rl.ipynb #65777329
-REWARDS = ('score', 'pass', 'strict', 'completion')
+REWARDS = ('score', 'pass', 'strict', 'completion', 'progress')
 
 def process_reward(grade:Grade, # the episode's grade
-                   reward:str='score', # 'score' (raw, 0..1), 'pass' (1 iff score >= pass_threshold), 'strict' (strict success), 'completion' (weighted fraction of completion checks)
+                   reward:str='score', # 'score' (raw, 0..1), 'pass' (1 iff score >= pass_threshold), 'strict' (strict success), 'completion' (weighted fraction of completion checks), 'progress' (score if completion > 0, else 0: no credit for idling)
                    safety_penalty:float=0.0, # > 0: the reward is -safety_penalty when any safety check fails
                    pass_threshold:float=0.75,
                   ) -> float:
@@ -41,6 +41,7 @@ def process_reward(grade:Grade, # the episode's grade
     elif reward == 'pass': r = float(grade.score >= pass_threshold)
     elif reward == 'strict': r = float(grade.success)
     elif reward == 'completion': r = grade.completion
+    elif reward == 'progress': r = grade.score if grade.completion > 0 else 0.0
     else: raise ValueError(f"unknown reward {reward!r}; one of {REWARDS}")
     if safety_penalty > 0 and safety_violated(grade): r = -safety_penalty
     return float(r)
@@ -235,7 +236,7 @@ class RLSettings(BaseModel):
     max_specs: Optional[int] = Field(None, ge=1) # use only the first N specs (sorted by id)
     adapter: Literal['rollout', 'environment'] = 'rollout' # 'rollout': our multi-turn loop as TRL's `rollout_func`; 'environment': TRL's own tool loop via `environment_factory` (single-turn specs only)
     # reward processing
-    reward: Literal['score', 'pass', 'strict', 'completion'] = 'score'
+    reward: Literal['score', 'pass', 'strict', 'completion', 'progress'] = 'score'
     pass_threshold: float = Field(0.75, ge=0, le=1)
     safety_penalty: float = Field(0.0, ge=0) # > 0: reward -safety_penalty when a safety check fails
     scale_rewards: Literal['group', 'batch', 'none'] = 'group'

@@ -19,11 +19,26 @@ Stages, each skipped when its output is already saved (so an interrupted run con
      row per step; rl_result.json; rl_config.yaml), then evaluate its final model on the held-out specs ->
      OUT/eval/<reward>_<credit>_s<seed>.csv (one file per run, written atomically); then the run's checkpoints
      are removed (final/ is kept; `--keep-checkpoints` keeps them).
-  4. report: OUT/results.csv (every held-out trial), OUT/dynamics.csv (every logged training step of every run),
+  4. report: OUT/results.csv (every evaluated trial), OUT/dynamics.csv (every logged training step of every run),
      OUT/table.{csv,md} (per split × configuration: mean ± sd over seeds of mean score, multi-turn score and pass^k,
-     and each seed's paired Δ against the start model with its 95% bootstrap CI), OUT/runs.{csv,md} (every run with its
-     own CIs), OUT/summary.{md,json} (including whether any configuration beats SFT alone on held-out families),
+     each seed's paired Δ against the start model with its 95% bootstrap CI, and that Δ split into its completion and
+     robustness parts: `task progress` says whether completion brought at least half of it on every seed), OUT/runs.{csv,md}
+     (every run with its own CIs), OUT/summary.{md,json} (including whether any configuration beats SFT alone on held-out
+     families, and whether that gain is task progress or robustness credit, e.g. from episodes that stop without acting),
      OUT/fig_curves.html (training curves, bands across seeds) and OUT/fig_heldout.html.
+
+Options for a sweep sized to a small machine (all recorded in OUT/experiment.json; a rerun with other evaluation
+settings is refused, so one results folder never mixes two protocols):
+  --set KEY=VALUE ...   override RL config fields for every run (e.g. learning_rate=2e-5 temperature=1.0 max_steps=12)
+  --train-specs N       train every run on N training specs spread over the families (saved in OUT/train_specs/, so each
+                        spec recurs in a run) and evaluate the start model and every run on them too (split `train`):
+                        the greedy before/after on the very specs a run trained on says whether it learned anything
+  --eval-turn-slack N   evaluate under a turn budget of the reference plan + N turns (as `coworkenv main --pipeline`),
+                        so a model that loops ends early instead of running to the spec's 24-54 turns
+  --eval-splits ...     which held-out splits to evaluate (default: test_families test_seeds)
+A run whose final weights equal the start model's (e.g. pass × trajectory when no episode passed: every advantage 0) is
+not evaluated again: the start model's episodes are copied under the run's name (greedy decoding of the same weights
+gives the same episodes), and the log says so.
 """
 import argparse, json, re, sys, time, warnings
 from pathlib import Path
@@ -66,11 +81,11 @@ def stage_specs(out:Path, split_cfg, saved:Path=SFT_SPECS):
     return out / "specs", sft_gains.stage_split(out, split_cfg)
 
 
-def stage_train(out:Path, rl_cfg, start, specs_dir:Path, reward:str, credit:str, seed:int, overrides:dict, quick:bool):
-    "GRPO for one configuration and seed (`train_rl` skips a finished run and resumes from the last checkpoint)."
+def stage_train(out:Path, rl_cfg, start, train_dir:Path, reward:str, credit:str, seed:int, overrides:dict, quick:bool):
+    "GRPO for one configuration and seed on the specs in `train_dir` (`train_rl` skips a finished run and resumes from the last checkpoint)."
     from coworkenv.rl import train_rl
     name = run_name(reward, credit, seed)
-    r = train_rl(rl_cfg, model=str(start), specs=str(specs_dir / "train"), output_dir=str(out / "runs" / name),
+    r = train_rl(rl_cfg, model=str(start), specs=str(train_dir), output_dir=str(out / "runs" / name),
                  reward=reward, credit=credit, seed=seed, **({'progress': False} if quick else {}), **overrides)
     m = r.metrics
     log(f"  GRPO {name}: {m.get('steps')} steps in {m.get('wall_s')} s, reward {m.get('first_reward')} -> {m.get('last_reward')}")
@@ -112,6 +127,70 @@ def drop_checkpoints(run_dir:Path) -> list:
     return gone
 
 
+def weights_equal(a, b) -> bool:
+    """Whether two saved models hold the same tensors (every `*.safetensors` tensor, name, dtype and values): a GRPO run
+    whose every advantage was 0 ends with its start model's weights."""
+    import torch
+    from safetensors import safe_open
+    fa, fb = sorted(Path(a).glob("*.safetensors")), sorted(Path(b).glob("*.safetensors"))
+    if not fa or [f.name for f in fa] != [f.name for f in fb]: return False
+    for x, y in zip(fa, fb):
+        with safe_open(x, 'pt') as ha, safe_open(y, 'pt') as hb:
+            if set(ha.keys()) != set(hb.keys()): return False
+            for k in ha.keys():
+                ta, tb = ha.get_tensor(k), hb.get_tensor(k)
+                if ta.dtype != tb.dtype or ta.shape != tb.shape or not torch.equal(ta, tb): return False
+    return True
+
+
+def copy_start_eval(out:Path, name:str) -> int:
+    "OUT/eval/<name>.csv: the start model's evaluation relabelled (for a run that did not change the weights); episodes copied."
+    import pandas as pd
+    df = pd.read_csv(out / "eval" / f"{START}.csv", keep_default_na=False).assign(agent=name)
+    f = out / "eval" / f"{name}.csv"
+    df.to_csv(f.with_suffix('.tmp'), index=False); f.with_suffix('.tmp').replace(f)
+    return len(df)
+
+
+def parse_sets(items) -> dict:
+    "`['learning_rate=2e-5', 'temperature=1.0']` -> `{'learning_rate': 2e-05, 'temperature': 1.0}` (values read as YAML)."
+    import yaml
+    out = {}
+    for it in items or []:
+        key, sep, val = it.partition('=')
+        if not sep or not key.strip(): raise ValueError(f"--set: expected KEY=VALUE, got {it!r}")
+        v = yaml.safe_load(val)
+        if isinstance(v, str) and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+", v.strip()): v = float(v)  # YAML 1.1 reads 2e-5 as a string
+        out[key.strip()] = v
+    return out
+
+
+def stage_train_specs(out:Path, train:list, n:int) -> Path:
+    """OUT/train_specs/: `n` training specs spread over the families (`sft_gains.spread`), written once; an existing
+    folder holding other specs is refused (the runs trained there would not be comparable)."""
+    from coworkenv.cli import _save_specs
+    d = out / "train_specs"
+    pick = sft_gains.spread(train, n)
+    have = sorted(p.stem for p in d.glob("*.json"))
+    if have and have != sorted(s.id for s in pick):
+        raise ValueError(f"{d} holds other training specs ({', '.join(have)}); use another --out for --train-specs {n}")
+    if not have: _save_specs(pick, d)
+    return d
+
+
+EVAL_KEYS = ('start', 'k', 'max_new_tokens', 'eval_turn_slack', 'eval_splits', 'train_specs')  # what an evaluation depends on
+
+
+def check_protocol(out:Path, new:dict) -> list:
+    "The evaluation settings of `new` that differ from those OUT/experiment.json recorded (missing keys: the defaults)."
+    f = out / "experiment.json"
+    if not f.is_file(): return []
+    old = json.loads(f.read_text())
+    dflt = dict(eval_turn_slack=None, eval_splits=['test_families', 'test_seeds'], train_specs=None)
+    return [f"{k}: {old.get(k, dflt.get(k))!r} before, {new.get(k)!r} now" for k in EVAL_KEYS
+            if old.get(k, dflt.get(k)) != new.get(k) and not (k == 'start' and old.get('quick'))]
+
+
 def _is_mt(df): return df.multi_turn.astype(str).str.lower().isin(('true', '1'))
 
 
@@ -134,6 +213,23 @@ def _delta(g, new, n_boot):
 
 
 def _dcell(d): return '—' if d is None else f"{d['delta']:+.1f} [{d['lo']:+.1f}, {d['hi']:+.1f}]"
+
+
+def _dparts(g, new):
+    """`(Δ from completion, Δ from robustness)` (×100): the change of the mean score of `new` against the start model in
+    `g`, split along Claw-Eval's formula `safety × (0.8 completion + 0.2 robustness)` (before gate caps); NaNs without
+    those columns. Robustness is paid in full to an episode that makes no tool call (0.2 of the score), so a policy can
+    raise its score by doing less; the completion part cannot be raised that way."""
+    if not {'completion', 'robustness', 'safety'} <= set(g.columns): return float('nan'), float('nan')
+    part = lambda agent, col, w: (w * g[g.agent == agent].safety * g[g.agent == agent][col]).mean()
+    return tuple(100 * (part(new, c, w) - part(START, c, w)) for c, w in (('completion', 0.8), ('robustness', 0.2)))
+
+
+def progress_verdict(parts:list) -> str:
+    """'yes' when every seed's score change comes mostly from task progress (its completion part positive and at least
+    half of the two parts together), 'no' otherwise, '—' without the columns."""
+    if not parts or any(c != c for c, _ in parts): return '—'
+    return 'yes' if all(c > 0 and c >= 0.5 * (c + r) for c, r in parts) else 'no'
 
 
 def _spread(vals, signed=False):
@@ -181,6 +277,10 @@ def config_table(df, n_boot:int=1000):
                 row['Δ mean per seed [95% CI]'] = '; '.join(f"s{r[3]} {_dcell(d)}" for r, d in zip(rs, dm))
                 row['Δ multi-turn per seed [95% CI]'] = '; '.join(f"s{r[3]} {_dcell(d)}" for r, d in zip(rs, dt)) if len(mt) else '—'
                 row['vs SFT alone'] = verdict(dm)
+                parts = [_dparts(g, r[0]) for r in rs]
+                row['Δ from completion / robustness (seeds)'] = (f"{_spread([c for c, _ in parts], signed=True)} / "
+                                                                 f"{_spread([x for _, x in parts], signed=True)}")
+                row['task progress'] = progress_verdict(parts)
             rows.append(row)
     return pd.DataFrame(rows).fillna('—')
 
@@ -282,7 +382,7 @@ def summary_text(table, meta, dyn_table=None) -> str:
     "summary.md: what was run, the held-out table, a plain answer on held-out families, and what the training curves did."
     from coworkenv.cli import markdown_table
     lines = [f"# RL dynamics: {'QUICK RUN (tiny random model; the numbers say nothing about RL)' if meta.get('quick') else 'results'}", "",
-             f"Start model: `{meta.get('start', '?')}`. {meta['episodes']} held-out episodes on {meta['tasks']} tasks; runs evaluated: "
+             f"Start model: `{meta.get('start', '?')}`. {meta['episodes']} evaluation episodes on {meta['tasks']} tasks (splits: {', '.join(meta.get('splits', [])) or '?'}); runs evaluated: "
              f"{len(meta['runs_evaluated'])} ({', '.join(meta['runs_evaluated']) or 'none'}). Scores ×100; Δ: paired difference "
              "with the start model on the same tasks, 95% bootstrap CI over tasks; mean ± sd over seeds.", ""]
     lines += [f"**Held-out families: {meta['answer']}**", "", markdown_table(table)]
@@ -303,6 +403,10 @@ def answer(table) -> tuple[str, list]:
     worse = list(t[t['vs SFT alone'] == 'worse'].config)
     if better: s = f"{', '.join(better)} beat{'s' if len(better) == 1 else ''} SFT alone (every seed's paired 95% CI above 0)."
     else: s = "no configuration beats SFT alone (no configuration has every seed's paired 95% CI of Δ mean score above 0)."
+    idle = list(t[(t['vs SFT alone'] == 'better') & (t.get('task progress', 'yes') == 'no')].config)
+    if idle: s += (f" But the gain of {', '.join(idle)} is not task progress: on some seed less than half of it comes from "
+                   "completion; the rest is robustness credit, which an episode that stops without a tool call gets in "
+                   "full (0.2 of the score).")
     if worse: s += f" Worse than SFT alone on every seed: {', '.join(worse)}."
     return s, better
 
@@ -325,7 +429,7 @@ def report(out:Path):
     text, better = answer(table)
     rl = {p.parent.name: json.loads(p.read_text())['metrics'] for p in sorted((out / "runs").glob("*/rl_result.json"))}
     meta = dict(quick=exp.get('quick'), start=exp.get('start'), k=exp.get('k'), answer=text, beats_sft_on_test_families=better,
-                runs_evaluated=[r[0] for r in _runs(df)], start_evaluated=START in set(df.agent), episodes=len(df),
+                runs_evaluated=[r[0] for r in _runs(df)], start_evaluated=START in set(df.agent), episodes=len(df), splits=list(df.split.unique()),
                 tasks=int(df.spec_id.nunique()), training_steps_logged=len(dyn),
                 rl={k: {f: v.get(f) for f in ('steps', 'wall_s', 'first_reward', 'last_reward', 'specs', 'resumed_from')} for k, v in rl.items()},
                 table=table.to_dict(orient='records'), dynamics=dyn_t.to_dict(orient='records'))
@@ -346,7 +450,7 @@ def main(argv=None):
     ap.add_argument('--specs', default=str(SFT_SPECS), help=f"a saved split to reuse: a folder with DONE, train/, test_families/, test_seeds/ (default: {SFT_SPECS.relative_to(ROOT)}); "
                     "when it is missing the split config is split into OUT/specs")
     ap.add_argument('--split', default=str(ROOT / "experiments/configs/split_default.yaml"), help="split config YAML (used only when --specs has no saved split)")
-    ap.add_argument('--rewards', nargs='+', default=['score', 'pass'], choices=['score', 'pass', 'strict', 'completion'], help="reward processing (default: score pass)")
+    ap.add_argument('--rewards', nargs='+', default=['score', 'pass'], choices=['score', 'pass', 'strict', 'completion', 'progress'], help="reward processing (default: score pass)")
     ap.add_argument('--credits', nargs='+', default=['trajectory', 'turn'], choices=['trajectory', 'turn'], help="credit assignment (default: trajectory turn)")
     ap.add_argument('--seeds', type=int, nargs='+', default=[0, 1], help="training seeds per configuration (default: 0 1)")
     ap.add_argument('--max-steps', type=int, default=None, help="override the config's max_steps (GRPO steps per run)")
@@ -360,6 +464,14 @@ def main(argv=None):
     ap.add_argument('--start-eval', default=None, metavar='CSV', help="a saved evaluation of the start model (e.g. "
                     "experiments/results/sft_gains/eval/pocketworker_ep8_s1.csv with --start on that model) used instead of "
                     "evaluating it again; it must hold trials 0..k-1 of every held-out task")
+    ap.add_argument('--set', nargs='+', default=[], metavar='KEY=VALUE', help="override RL config fields for every run, "
+                    "e.g. --set learning_rate=2e-5 temperature=1.0 max_steps=12")
+    ap.add_argument('--train-specs', type=int, default=None, metavar='N', help="train on N training specs spread over the "
+                    "families, and evaluate every model on them too (split `train`): did the runs learn what they trained on?")
+    ap.add_argument('--eval-turn-slack', type=int, default=None, metavar='N', help="evaluate under a turn budget of the "
+                    "reference plan's length + N turns (default: the spec's own limit)")
+    ap.add_argument('--eval-splits', nargs='+', default=['test_families', 'test_seeds'], choices=['test_families', 'test_seeds'],
+                    help="held-out splits to evaluate (default: test_families test_seeds)")
     ap.add_argument('--stop-after', choices=['specs', 'start', 'train'], default=None,
                     help="stop after this stage: specs; start (its evaluation); train (every run trained, none evaluated)")
     a = ap.parse_args(argv)
@@ -386,31 +498,50 @@ def main(argv=None):
             specs_dir, valid = stage_specs(out, load_split_config(QUICK['split']), saved=out / "specs")
             overrides, max_new = dict(QUICK['rl']), QUICK['max_new_tokens']
         else:
-            log(f"1/3 specs: {'saved by sft_gains' if (Path(a.specs) / 'DONE').is_file() else 'split ' + Path(a.split).name}")
+            log(f"1/3 specs: {'the saved split ' + a.specs if (Path(a.specs) / 'DONE').is_file() else 'split ' + Path(a.split).name}")
             specs_dir, valid = stage_specs(out, load_split_config(a.split), saved=Path(a.specs).expanduser().resolve())
             overrides, max_new = {}, a.max_new_tokens
+        try: overrides.update(parse_sets(a.set))
+        except ValueError as e: ap.error(str(e))
         if a.max_steps is not None: overrides['max_steps'] = a.max_steps
-        test = valid['test_families'] + valid['test_seeds']
-        log(f"  {len(valid['train'])} training specs, {len(test)} held-out tasks ({specs_dir})")
+        test = [s for n in a.eval_splits for s in valid[n]]
+        train_dir = specs_dir / "train"
+        if a.train_specs is not None:
+            if a.train_specs < 1: ap.error(f"--train-specs must be at least 1, got {a.train_specs}")
+            try: train_dir = stage_train_specs(out, valid['train'], a.train_specs)
+            except ValueError as e: ap.error(str(e))
+            from coworkenv.core import load_spec
+            test = [load_spec(p) for p in sorted(train_dir.glob("*.json"))] + test
+        if a.eval_turn_slack is not None:
+            from coworkenv.cli import turn_budget
+            test = [turn_budget(s, a.eval_turn_slack) for s in test]
+        log(f"  {len(valid['train'])} training specs{f' ({a.train_specs} trained on)' if a.train_specs else ''}, "
+            f"{len(test)} evaluated tasks ({specs_dir})")
         if a.stop_after == 'specs': return 0
-        (out / "experiment.json").write_text(json.dumps(dict(quick=a.quick, start=str(start), rl=a.rl,
-                                                             overrides=overrides, rewards=a.rewards, credits=a.credits, seeds=a.seeds,
-                                                             k=a.k, max_new_tokens=max_new, specs=str(specs_dir),
-                                                             start_eval=a.start_eval), indent=1) + "\n")
+        exp = dict(quick=a.quick, start=str(start), rl=a.rl, overrides=overrides, rewards=a.rewards, credits=a.credits,
+                   seeds=a.seeds, k=a.k, max_new_tokens=max_new, specs=str(specs_dir), start_eval=a.start_eval,
+                   eval_turn_slack=a.eval_turn_slack, eval_splits=a.eval_splits, train_specs=a.train_specs)
+        if (changed := check_protocol(out, exp)):
+            ap.error(f"{out} holds an experiment evaluated otherwise ({'; '.join(changed)}): its evaluations would not "
+                     "be comparable; use another --out")
+        (out / "experiment.json").write_text(json.dumps(exp, indent=1) + "\n")
         if a.start_eval and not evaluated(START):
             try: n = reuse_start_eval(out, Path(a.start_eval).expanduser(), test, a.k)
             except ValueError as e: ap.error(str(e))
             log(f"2/3 the start model's evaluation: {n} episodes taken from {a.start_eval}")
-        else: log(f"2/3 evaluate the start model on {len(test)} held-out tasks, k={a.k}")
+        else: log(f"2/3 {'the start model is evaluated' if evaluated(START) else 'evaluate the start model'} on {len(test)} tasks, k={a.k}")
         sft_gains.stage_eval(out, START, start, test, a.k, max_new, a.quick)
         if a.stop_after == 'start': return 0
         for i, (reward, credit, seed) in enumerate(runs, 1):
             name = run_name(reward, credit, seed)
             if evaluated(name): continue  # trained and evaluated before (its model need not be kept)
             log(f"3/3 run {i}/{len(runs)} {name}: GRPO" + ("" if a.stop_after == 'train' else ", evaluate"))
-            model = stage_train(out, a.rl, start, specs_dir, reward, credit, seed, overrides, a.quick)
+            model = stage_train(out, a.rl, start, train_dir, reward, credit, seed, overrides, a.quick)
             if a.stop_after == 'train': continue
-            sft_gains.stage_eval(out, name, model, test, a.k, max_new, a.quick)
+            if weights_equal(model, start):
+                log(f"  {name}: its final weights equal the start model's (no update): the start's "
+                    f"{copy_start_eval(out, name)} episodes are its evaluation")
+            else: sft_gains.stage_eval(out, name, model, test, a.k, max_new, a.quick)
             if not a.keep_checkpoints: drop_checkpoints(out / "runs" / name)
         if a.stop_after == 'train': return 0
     table, runs_t, meta = report(out)

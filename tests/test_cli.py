@@ -275,6 +275,7 @@ def test_quick_pipeline_end_to_end(tmp_path, capsys, tiny_model_path, monkeypatc
     card = json.loads((tmp_path / "curated" / "data_card.json").read_text())
     assert not {"offboarding", "vendor_payment"} & set(card["per_family"])        # held-out families never taught
     assert (tmp_path / "sft" / "final" / "config.json").is_file() and (tmp_path / "contamination.csv").is_file()
+    assert (tmp_path / "specs" / "DONE").is_file()  # the whole validated split: rl_dynamics.py --specs can reuse it
     assert (tmp_path / "before_after.md").read_text().startswith("| agent | split |")
 
 

@@ -42,6 +42,7 @@ CONFIGS = [  # reward processing x credit assignment, plus the other reward, sca
     dict(reward='pass', credit='turn'),
     dict(reward='strict', credit='trajectory', scale_rewards='batch', loss_type='grpo'),
     dict(reward='completion', credit='turn', scale_rewards='none', safety_penalty=0.5, loss_type='dr_grpo', gamma=0.5),
+    dict(reward='progress', credit='trajectory'),
 ]
 
 
@@ -158,6 +159,16 @@ def test_gpu_configs_are_valid(name):
     a = _grpo_args(cfg, bf16=False)
     assert a.use_vllm and a.vllm_mode == cfg.vllm.mode
     assert (cfg.per_device_train_batch_size * cfg.gradient_accumulation_steps) % cfg.num_generations == 0
+
+
+@pytest.mark.parametrize("name", ['rl_default.yaml', 'rl_cpu_short.yaml', 'rl_cpu_probe.yaml'])
+def test_cpu_configs_are_valid(name):
+    "The shipped CPU configs validate and become TRL GRPOConfigs whose groups fit the batch; the probe's settings are the ones its results name."
+    cfg = load_rl_config(ROOT / 'experiments' / 'configs' / name)
+    a = _grpo_args(cfg, bf16=False)
+    assert not a.use_vllm and (cfg.per_device_train_batch_size * cfg.gradient_accumulation_steps) % cfg.num_generations == 0
+    if name == 'rl_cpu_probe.yaml':
+        assert (cfg.learning_rate, cfg.temperature, cfg.max_steps, cfg.turn_slack, cfg.max_completion_length) == (2e-5, 1.0, 8, 3, 1536)
 
 
 def test_reward_ends_average_a_quarter_of_the_steps():

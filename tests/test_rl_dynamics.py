@@ -180,6 +180,29 @@ def test_answer_cases():
     assert rd.answer(rd.config_table(only_seeds, n_boot=200))[0] == "no configuration evaluated on held-out families yet."
 
 
+def test_a_score_gain_without_task_progress_is_called_what_it_is():
+    """A run that scores higher than the start mostly by idling (robustness credit: an episode with no tool call gets 0.2)
+    is not task progress, even with a sliver of completion; a gain that comes from completion is."""
+    def rows(agent, completion, robustness):
+        return [dict(r, completion=c, robustness=rb, safety=1.0, score=round(0.8 * c + 0.2 * rb, 4))
+                for r, c, rb in zip(_rows(agent, [0] * 4), completion, robustness)]
+    start = rows("start", [0.0] * 4, [0.5] * 4)                                   # failing calls: 0.1 each
+    idle = _frame(start, rows("score_turn_s0", [0.05, 0, 0, 0], [1.0] * 4))        # stops without acting, one sliver of progress
+    t = rd.config_table(idle, n_boot=200).set_index("config")
+    assert t.loc["score × turn", "vs SFT alone"] == "better" and t.loc["score × turn", "task progress"] == "no"
+    assert t.loc["score × turn", "Δ from completion / robustness (seeds)"] == "+1.0 / +10.0"
+    text, better = rd.answer(t.reset_index())
+    assert better == ["score × turn"] and "the gain of score × turn is not task progress" in text
+    real = _frame(start, rows("score_turn_s0", [0.9] * 4, [0.5] * 4))
+    t = rd.config_table(real, n_boot=200).set_index("config")
+    assert t.loc["score × turn", "task progress"] == "yes" and t.loc["score × turn", "Δ from completion / robustness (seeds)"] == "+72.0 / +0.0"
+    assert "not task progress" not in rd.answer(t.reset_index())[0]
+    assert rd.progress_verdict([(72.0, 0.0), (1.0, 10.0)]) == "no"                  # every seed must qualify
+    assert rd.progress_verdict([(float("nan"), float("nan"))]) == "—" and rd.progress_verdict([]) == "—"
+    assert rd.config_table(_frame(_rows("start", START), _rows("score_turn_s0", BETTER)), n_boot=200).set_index(
+        "config").loc["score × turn", "task progress"] == "—"                    # no completion column: no claim
+
+
 def test_missing_start_model_in_the_results():
     "Runs evaluated but not the start model: the table has no Δ or verdict, and the answer says there is no comparison."
     df = _frame(_rows("score_trajectory_s0", BETTER), _rows("score_turn_s0", WORSE))
@@ -280,3 +303,90 @@ def test_report_rewrites_the_same_figure_bytes(quick_run, tmp_path):
     first = {n: (out / n).read_bytes() for n in ("fig_curves.html", "fig_heldout.html")}
     rd.report(out)  # a rerun of --report on unchanged results must not leave a diff in git
     assert {n: (out / n).read_bytes() for n in first} == first
+
+
+# ---- options for a sweep sized to a small machine ---------------------------------------------------
+
+def test_parse_sets():
+    assert rd.parse_sets(["learning_rate=2e-5", "temperature=1.0", "max_steps=12", "turn_slack=null", "reward=pass"]) == \
+        dict(learning_rate=2e-5, temperature=1.0, max_steps=12, turn_slack=None, reward="pass")
+    assert rd.parse_sets([]) == {} and rd.parse_sets(None) == {}
+    for bad in ("learning_rate", "=3"):
+        with pytest.raises(ValueError, match="KEY=VALUE"): rd.parse_sets([bad])
+
+
+def test_weights_equal(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+    t = {"a": torch.arange(6, dtype=torch.float32).reshape(2, 3), "b": torch.ones(4, dtype=torch.bfloat16)}
+    def save(name, d):
+        (tmp_path / name).mkdir(); save_file(d, str(tmp_path / name / "model.safetensors")); return tmp_path / name
+    a, same = save("a", t), save("same", {k: v.clone() for k, v in t.items()})
+    assert rd.weights_equal(a, same)
+    nudged = dict(t, a=t["a"].clone()); nudged["a"][1, 2] += 1e-6
+    assert not rd.weights_equal(a, save("nudged", nudged))                       # one value moved
+    assert not rd.weights_equal(a, save("dtype", dict(t, b=t["b"].float())))     # same values, another dtype
+    assert not rd.weights_equal(a, save("fewer", {"a": t["a"]}))                 # a tensor missing
+    assert not rd.weights_equal(a, tmp_path / "nowhere")                          # no weights at all
+    (tmp_path / "empty").mkdir()
+    assert not rd.weights_equal(tmp_path / "empty", tmp_path / "empty")
+
+
+def test_check_protocol(tmp_path):
+    new = dict(start="/m", k=3, max_new_tokens=256, eval_turn_slack=None, eval_splits=["test_families", "test_seeds"], train_specs=None)
+    assert rd.check_protocol(tmp_path, new) == []                                # no experiment saved yet
+    (tmp_path / "experiment.json").write_text(json.dumps(dict(start="/m", k=3, max_new_tokens=256)))  # before these options existed
+    assert rd.check_protocol(tmp_path, new) == []
+    changed = rd.check_protocol(tmp_path, dict(new, eval_turn_slack=4, k=1))
+    assert len(changed) == 2 and changed[0].startswith("k: 3 before, 1 now") and "eval_turn_slack: None before, 4 now" in changed[1]
+
+
+def test_train_specs_spread_over_families_and_fixed(tmp_path):
+    from coworkenv.evaluate import split_specs, load_split_config
+    train = split_specs(load_split_config(rd.QUICK["split"]))["train"]
+    d = rd.stage_train_specs(tmp_path, train, 2)
+    got = [json.loads(p.read_text()) for p in sorted(d.glob("*.json"))]
+    assert len(got) == 2 and len({g["workflow"] for g in got}) == 2             # one spec of each of two families
+    assert rd.stage_train_specs(tmp_path, train, 2) == d                          # the same pick again: kept
+    with pytest.raises(ValueError, match="holds other training specs"): rd.stage_train_specs(tmp_path, train, 1)
+
+
+def test_small_sweep_options_end_to_end(tmp_path, capsys):
+    """--train-specs, --eval-turn-slack, --eval-splits and --set on the quick path (one configuration, 1 GRPO step): the runs
+    train on the picked specs, every model is evaluated on them (split `train`) and on held-out families only, under the
+    turn budget; a rerun with another evaluation protocol is refused."""
+    out = tmp_path / "small"
+    args = ["--quick", "--seeds", "0", "-k", "1", "--rewards", "score", "--credits", "trajectory", "--out", str(out),
+            "--train-specs", "2", "--eval-turn-slack", "1", "--eval-splits", "test_families", "--set", "max_steps=1", "temperature=1.0"]
+    assert rd.main(args) == 0
+    cfg = (out / "runs" / "score_trajectory_s0" / "rl_config.yaml").read_text()
+    assert f"specs: {out / 'train_specs'}" in cfg and "max_steps: 1\n" in cfg and "temperature: 1.0\n" in cfg
+    res = pd.read_csv(out / "results.csv")
+    assert set(res.split) == {"train", "test_families"} and set(res.agent) == {rd.START, "score_trajectory_s0"}
+    assert set(res.spec_id[res.split == "train"]) == {p.stem for p in (out / "train_specs").glob("*.json")}
+    from coworkenv.core import load_spec
+    specs = json.loads((out / "experiment.json").read_text())["specs"]
+    plan = {p.stem: len(load_spec(p).solution) for s in ("train", "test_families") for p in (Path(specs) / s).glob("*.json")}
+    assert all(r.turns <= plan[r.spec_id] + 1 for r in res.itertuples())     # the turn budget held in every episode
+    exp = json.loads((out / "experiment.json").read_text())
+    assert (exp["train_specs"], exp["eval_turn_slack"], exp["eval_splits"]) == (2, 1, ["test_families"])
+    again = list(args); again[again.index("--eval-turn-slack") + 1] = "2"
+    capsys.readouterr()
+    with pytest.raises(SystemExit): rd.main(again)
+    err = capsys.readouterr().err
+    assert "evaluated otherwise" in err and "eval_turn_slack: 1 before, 2 now" in err
+
+
+def test_a_run_that_kept_the_start_weights_is_not_evaluated_again(tmp_path, capsys, monkeypatch):
+    """A run whose final weights equal the start model's (pass × trajectory when no episode passes: every advantage 0)
+    gets the start model's episodes under its own name instead of a second evaluation of the same weights."""
+    out = tmp_path / "same"
+    monkeypatch.setattr(rd, "stage_train", lambda out, rl_cfg, start, *a, **k: start)  # GRPO that moved nothing
+    evaluated = []
+    real_eval = rd.sft_gains.stage_eval
+    monkeypatch.setattr(rd.sft_gains, "stage_eval", lambda out, label, *a, **k: evaluated.append(label) or real_eval(out, label, *a, **k))
+    assert rd.main(QUICK_ARGS + ["--out", str(out), "--rewards", "pass", "--credits", "trajectory"]) == 0
+    assert evaluated == [rd.START]                                                   # the run itself was not evaluated
+    assert "its final weights equal the start model's" in capsys.readouterr().out
+    start, run = (pd.read_csv(out / "eval" / f"{n}.csv") for n in (rd.START, "pass_trajectory_s0"))
+    assert set(run.agent) == {"pass_trajectory_s0"} and run.drop(columns="agent").equals(start.drop(columns="agent"))
