@@ -6,7 +6,7 @@ Docs: https://coworkenv.github.io/coworkenv/agents.html.md"""
 
 # %% ../nbs/04_agents.ipynb #577394b7
 from __future__ import annotations
-import hashlib, inspect, json, os, re, time
+import bisect, hashlib, inspect, json, os, re, time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date, timedelta
 from typing import Any, Callable, Iterable, Optional, Sequence
@@ -16,8 +16,8 @@ __all__ = ['SUMMARY', 'COMPACTED', 'AgentError', 'as_messages', 'as_tools', 'Age
            'parse_tool_calls', 'is_transient_error', 'call_sentence', 'ask_sentence', 'PlanAgent', 'OracleAgent',
            'NullAgent', 'replace_facts', 'ShortcutAgent', 'unique_call_ids', 'to_assistant', 'tools_text',
            'with_tools_text', 'OpenAIAgent', 'ContextOverflow', 'compact_tool_results', 'compactable', 'hf_message',
-           'cpu_has_native_bf16', 'fast_dtype', 'new_kv_cache', 'common_prefix', 'HFAgent', 'redact_trajectory',
-           'run_episode', 'run_pool', 'run_batch', 'batch_width']
+           'cpu_has_native_bf16', 'fast_dtype', 'new_kv_cache', 'common_prefix', 'HFAgent', 'ToolNameConstraint',
+           'redact_trajectory', 'run_episode', 'run_pool', 'run_batch', 'batch_width']
 
 # %% ../nbs/04_agents.ipynb #5f386a99
 from .core import Message, ToolCall, ToolSpec, Step, TaskSpec, Trajectory
@@ -626,6 +626,7 @@ class HFAgent(Agent):
                  cache_tokens:int=32_768, # tokens kept in stored caches, all conversations together (oldest dropped)
                  prefill_chunk:int=512, # prompt tokens per forward pass (bounds attention memory on long prompts)
                  seed:int=0, # sampling seed (temperature > 0)
+                 constrain_tool_names:bool=False, # decode tool names only from the offered tools (`ToolNameConstraint`)
                 ):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -645,6 +646,7 @@ class HFAgent(Agent):
         self.max_new_tokens, self.temperature, self.batch_size = max_new_tokens, temperature, max(1, batch_size)
         self.min_new_tokens, self.compact_step, self.prefill_chunk = max(1, min_new_tokens), max(1, compact_step), max(16, prefill_chunk)
         self.stop_at_tool_call, self.reuse_cache, self.seed, self.cache_tokens = stop_at_tool_call, reuse_cache, seed, cache_tokens
+        self.constraint = ToolNameConstraint(tokenizer) if constrain_tool_names else None
         self.model, self._name = path or type(model).__name__, name
         self.window = window or getattr(model.config, 'max_position_embeddings', None) or 2048
         tokenizer.padding_side = 'left'
@@ -660,7 +662,8 @@ class HFAgent(Agent):
         self._kvs = []  # [(token ids in the cache, single-row cache, where its generated tokens start)] of recent turns, oldest first
         self._cache_kw = 'cache' if 'cache' in inspect.signature(model.forward).parameters else 'past_key_values'
         self.stats = dict(turns=0, prompt_tokens=0, reused_tokens=0, prefill_tokens=0, generated_tokens=0, compacted=0,
-                          gen_s=0.0, prefill_s=0.0, decode_s=0.0, prefill_cpu_s=0.0, decode_cpu_s=0.0)  # running totals (what benchmarks/rollout.py reports)
+                          gen_s=0.0, prefill_s=0.0, decode_s=0.0, prefill_cpu_s=0.0, decode_cpu_s=0.0,
+                          constrained_tokens=0, overridden_tokens=0)  # running totals (what benchmarks/rollout.py reports)
 
     @property
     def name(self) -> str: return self._name or f"hf:{os.path.basename(self.model.rstrip('/')) or self.model}"
@@ -710,6 +713,21 @@ class HFAgent(Agent):
     def _forward(self, ids, mask, pos, cache):
         kw = {self._cache_kw: cache}
         return self.hf_model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1, **kw).logits[:, -1]
+
+    def _constrain(self, logits, outs:list, names:list):
+        """`logits` with every token a `ToolNameConstraint` forbids set to -inf, row by row (`outs`: each row's tokens so
+        far; `names`: its tools' names, None for no constraint); counts constrained and overridden greedy choices."""
+        import torch
+        for j, (o, ns) in enumerate(zip(outs, names)):
+            ok = self.constraint.allowed(self.tokenizer.decode(o, skip_special_tokens=False), ns) if ns and o else None
+            if ok is None: continue
+            ok = torch.tensor(ok, device=logits.device)
+            self.stats['constrained_tokens'] += 1
+            self.stats['overridden_tokens'] += int(not bool((ok == logits[j].argmax()).any()))
+            row = torch.full_like(logits[j], float('-inf'))
+            row[ok] = logits[j][ok]
+            logits[j] = row
+        return logits
 
     def _pick(self, logits, gen):
         import torch
@@ -796,15 +814,20 @@ class HFAgent(Agent):
 
     def generate_ids(self, rows:list[list[int]], # prompt token ids, one list per conversation
                      budgets:list[int]|None=None, # new tokens allowed per row (default `max_new_tokens`)
+                     names:list|None=None, # per row, the tools' names a call may use (with `constrain_tool_names`)
                     ) -> list[list[int]]: # the new token ids per row (the stop token excluded)
         """Greedy (or sampled) generation of one batch. Each row is prefilled alone (no padding computed), from the
         longest prefix already computed: a stored KV cache (its previous turn) or an earlier row of the batch (the same
         task's other trials; `reuse_cache`), in chunks of
         `prefill_chunk`; the row caches are merged left-padded and decoded together, one token per step for the rows
         still running. A row stops at an end-of-turn token, after `</tool_call>` or at its budget, and leaves the batch
-        (and its cache) at once; its cache is kept for its next turn."""
+        (and its cache) at once; its cache is kept for its next turn. With `constrain_tool_names` and `names`, a
+        tool call's name is decoded from the row's names only."""
         import torch
         budgets = budgets or [self.max_new_tokens] * len(rows)
+        names = names if self.constraint is not None and names else None
+        pick = (lambda lg, rows_: self._pick(self._constrain(lg, [out[i] for i in rows_], [names[i] for i in rows_]), gen)) if names \
+            else (lambda lg, rows_: self._pick(lg, gen))
         dev, B = self.hf_model.device, len(rows)
         gen = torch.Generator(device='cpu').manual_seed(self.seed) if self.temperature > 0 else None
         out, fed, t0, c0 = [[] for _ in rows], [list(r) for r in rows], time.perf_counter(), time.process_time()
@@ -818,7 +841,7 @@ class HFAgent(Agent):
             del pre
             pads = [L - n for n in lens]
             mask = torch.tensor([[0] * p + [1] * n for p, n in zip(pads, lens)], device=dev)
-            nxt, act, last = self._pick(logits, gen), list(range(B)), torch.tensor([n - 1 for n in lens], device=dev)
+            nxt, act, last = pick(logits, range(B)), list(range(B)), torch.tensor([n - 1 for n in lens], device=dev)
             t1, c1 = time.perf_counter(), time.process_time()
             self.stats['prefill_s'] += t1 - t0; self.stats['prefill_cpu_s'] += c1 - c0
             while True:
@@ -838,7 +861,7 @@ class HFAgent(Agent):
                 last = last + 1
                 for j, i in enumerate(act): fed[i].append(int(nxt[j]))
                 logits = self._forward(nxt[:, None], mask, last[:, None], cache)
-                nxt = self._pick(logits, gen)
+                nxt = pick(logits, act)
         self.stats['decode_s'] += time.perf_counter() - t1; self.stats['decode_cpu_s'] += time.process_time() - c1
         return out
 
@@ -865,7 +888,8 @@ class HFAgent(Agent):
         try:
             for i in range(0, len(batch), self.batch_size):
                 part = fitted[i:i+self.batch_size]
-                gens = self.generate_ids([f[0] for f in part], [f[1] for f in part])
+                tl = [[t.name for t in as_tools(b[1])] for b in batch[i:i+self.batch_size]]
+                gens = self.generate_ids([f[0] for f in part], [f[1] for f in part], tl)
                 self.stats['generated_tokens'] += sum(map(len, gens))
                 texts += [self._decode(g) for g in gens]
         except Exception as e: raise AgentError(f"{self.name}: generation failed: {type(e).__name__}: {e}") from e
@@ -879,6 +903,51 @@ class HFAgent(Agent):
         return res
 
     def act(self, messages, tools=None) -> Message: return self.act_batch([(messages, tools)])[0]
+
+# %% ../nbs/04_agents.ipynb #86bf6f82
+class ToolNameConstraint:
+    """Constrained decoding of tool names: inside `<tool_call>{"name": "...` only tokens that keep the name a prefix of
+    one of the offered tools' names (then its closing quote) are allowed, so a model cannot call a tool it was not
+    given. Only the name is constrained (arguments are free); only the JSON form `{"name": ...}` is recognised."""
+    OPEN = re.compile(r'<tool_call>\s*\{\s*"name"\s*:(\s*(?:"[^"\\]*)?)$')
+    def __init__(self, tokenizer):
+        strs = tokenizer.batch_decode([[i] for i in range(len(tokenizer))], skip_special_tokens=False,
+                                      clean_up_tokenization_spaces=False)
+        special = set(tokenizer.all_special_ids)
+        self.by_text = {}  # a token's text -> the ids that decode to it
+        for i, t in enumerate(strs):
+            if t and i not in special and '\ufffd' not in t: self.by_text.setdefault(t, []).append(i)
+        self.texts = sorted(self.by_text)
+
+    def remainders(self, text:str, # the reply generated so far
+                   names:Sequence[str], # the tools' names
+                  ) -> list[str]|None:
+        "What may still follow `text` to finish a valid name and its closing quote; None outside a tool call's name."
+        m = self.OPEN.search(text)
+        if m is None: return None
+        g = m.group(1)
+        if not g.strip():  # before the opening quote: a space may come first (when there is none yet), then the quote
+            quoted = ['"' + n + '"' for n in names]
+            return quoted + ([' ' + q for q in quoted] if not g else [])
+        p = g.lstrip()[1:]
+        return [n[len(p):] + '"' for n in names if n.startswith(p)]
+
+    def allowed(self, text:str, # the reply generated so far
+                names:Sequence[str], # the tools' names
+               ) -> list[int]|None:
+        """Token ids allowed next: None when `text` is not inside a tool call's name (no constraint) or when no offered
+        name continues it. A token may run past the closing quote only with `,`, `}` or whitespace."""
+        rests = self.remainders(text, names)
+        if not rests: return None
+        ids = set()
+        for r in rests:
+            for j in range(1, len(r) + 1): ids.update(self.by_text.get(r[:j], ()))
+            k = bisect.bisect_left(self.texts, r)
+            while k < len(self.texts) and self.texts[k].startswith(r):
+                if not self.texts[k][len(r):].strip(' ,}\n\t'): ids.update(self.by_text[self.texts[k]])
+                k += 1
+        return sorted(ids) or None
+
 
 # %% ../nbs/04_agents.ipynb #a7d09ac3
 def _reset(env, seed):

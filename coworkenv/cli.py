@@ -275,7 +275,8 @@ def _agents(texts:list, a) -> dict:
     from coworkenv.evaluate import agent_factory
     out = {}
     for t in texts:
-        label, f = agent_factory(t, base_url=getattr(a, 'base_url', None), max_new_tokens=a.max_new_tokens, batch_size=a.batch_size)
+        label, f = agent_factory(t, base_url=getattr(a, 'base_url', None), max_new_tokens=a.max_new_tokens, batch_size=a.batch_size,
+                                 constrain_tool_names=getattr(a, 'constrain_tool_names', False))
         if label in out: raise ValueError(f"two agents are labelled {label!r}; name them: --agent base=hf:PATH --agent sft=hf:PATH")
         out[label] = f
     return out
@@ -351,6 +352,8 @@ def cmd_eval(a):
 def _model_args(p):
     p.add_argument("--max-new-tokens", type=positive_int, default=256, help="hf agents: tokens per turn (default: %(default)s)")
     p.add_argument("--batch-size", type=positive_int, default=8, help="hf agents: conversations generated together (default: %(default)s)")
+    p.add_argument("--constrain-tool-names", action="store_true",
+                   help="hf agents: decode a tool call's name only from the offered tools' names (default: off)")
 
 AGENT_HELP = "oracle, null, shortcut, hf:PATH (a model folder) or openai:MODEL (server at OPENAI_BASE_URL); LABEL=... names it"
 SUITE_HELP = ("'examples', a spec file or folder, a folder of ClawMark task folders (task.py), or a split config (YAML) "

@@ -151,6 +151,7 @@ def agent_factory(text:str, # an agent description (see `parse_agent`)
                   base_url:Optional[str]=None, # openai: the server URL (default: env OPENAI_BASE_URL)
                   max_new_tokens:int=256, # hf: tokens per turn
                   batch_size:int=8, # hf: conversations generated together
+                  constrain_tool_names:bool=False, # hf: decode tool names only from the offered tools (`ToolNameConstraint`)
                  ) -> tuple[str, Callable]:
     "`(label, factory)` where `factory(spec) -> Agent`; an `hf:` model is loaded once, on first use, and shared."
     label, kind, target = parse_agent(text)
@@ -164,7 +165,8 @@ def agent_factory(text:str, # an agent description (see `parse_agent`)
         def hf(spec):
             if 'agent' not in box:
                 from coworkenv.agents import HFAgent
-                box['agent'] = HFAgent(str(p), max_new_tokens=max_new_tokens, batch_size=batch_size, name=label)
+                box['agent'] = HFAgent(str(p), max_new_tokens=max_new_tokens, batch_size=batch_size, name=label,
+                                       constrain_tool_names=constrain_tool_names)
             return box['agent']
         return label, hf
     from coworkenv.agents import OpenAIAgent

@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 # %% auto #0
 __all__ = ['SFTConfigError', 'LoraSettings', 'SFTSettings', 'load_sft_config', 'load_sft_dataset', 'check_sft_dataset',
            'bf16_supported', 'loss_head', 'use_logits_loss', 'logits_loss_trainer', 'SFTResult', 'loss_table',
-           'time_budget_callback', 'merge_adapter', 'train_sft', 'loss_figure', 'cmd_sft', 'add_sft_parser']
+           'time_budget_callback', 'train_clock_callback', 'merge_adapter', 'train_sft', 'loss_figure', 'cmd_sft',
+           'add_sft_parser']
 
 # %% ../nbs/11_sft.ipynb #e48f5358
 class SFTConfigError(ValueError):
@@ -254,6 +255,21 @@ def time_budget_callback(minutes:float, # the training budget in wall-clock minu
             return control
     return TimeBudget()
 
+def train_clock_callback():
+    """A `TrainerCallback` that writes `train_wall_s` into each logged step of the trainer's history: the wall-clock
+    seconds of training so far, summed over resumed segments (a checkpoint's history carries the earlier segments'
+    time; the time of steps that a kill lost and that were trained again is not counted twice)."""
+    from transformers import TrainerCallback
+    class TrainClock(TrainerCallback):
+        def __init__(self): self.t0, self.before = None, None
+        def on_step_begin(self, args, state, control, **kw):  # a resumed run's history is loaded after `on_train_begin`
+            if self.t0 is None:
+                self.t0 = time.time()
+                self.before = next((h['train_wall_s'] for h in reversed(state.log_history) if 'train_wall_s' in h), 0.0)
+        def on_log(self, args, state, control, logs=None, **kw):
+            if self.t0 is not None and state.log_history: state.log_history[-1]['train_wall_s'] = round(self.before + time.time() - self.t0, 2)
+    return TrainClock()
+
 
 # %% ../nbs/11_sft.ipynb #69c4e3b4
 def merge_adapter(base, # the base model the adapter was trained on (hub id or folder)
@@ -300,9 +316,10 @@ def train_sft(config, # a YAML path, dict or `SFTSettings`
     out.mkdir(parents=True, exist_ok=True)
     (out/'sft_config.yaml').write_text(yaml.safe_dump(cfg.model_dump(), sort_keys=False))
     budget = [time_budget_callback(cfg.max_minutes)] if cfg.max_minutes else []
+    clock = train_clock_callback()
     head = loss_head(cfg)
     trainer = (logits_loss_trainer(head == 'trained') if head != 'fused' else SFTTrainer)(model=model, args=_trl_args(cfg, bf16), train_dataset=ds, processing_class=tok,
-                         peft_config=_peft(cfg), callbacks=budget)
+                         peft_config=_peft(cfg), callbacks=budget + [clock])
     n_kept = len(trainer.train_dataset)
     if n_kept == 0:
         raise SFTConfigError(f"{cfg.dataset}: every row lost all its assistant tokens to truncation at max_length="
@@ -325,7 +342,8 @@ def train_sft(config, # a YAML path, dict or `SFTSettings`
     n_tok = next((h['num_tokens'] for h in reversed(hist) if 'num_tokens' in h), None)
     metrics = dict(res.metrics, steps=trainer.state.global_step, planned_steps=trainer.state.max_steps,
                    stopped_by_time=bool(budget and budget[0].stopped), resumed_from=ckpt, bf16=bf16, lora=cfg.lora is not None, loss_head=head,
-                   wall_s=round(wall, 2), num_tokens=n_tok, rows=len(ds), rows_trained=n_kept,
+                   wall_s=round(wall, 2), train_wall_s=next((h['train_wall_s'] for h in reversed(hist) if 'train_wall_s' in h), round(wall, 2)),
+                   num_tokens=n_tok, rows=len(ds), rows_trained=n_kept,
                    final_loss=float(lt.loss.iloc[-1]) if len(lt) else None)
     (out/'sft_result.json').write_text(json.dumps(dict(metrics=metrics, model_dir=str(final)), indent=1, default=str))
     return SFTResult(out, final, out/'loss.csv', metrics)
@@ -349,7 +367,7 @@ def cmd_sft(a) -> int:
     try: r = train_sft(a.config, **over)
     except SFTConfigError as e: print(f"sft: {e}", file=sys.stderr); return 2
     m = r.metrics
-    print(f"trained {m['steps']} steps in {m['wall_s']}s (final loss {m['final_loss']}); model: {r.model_dir}; "
+    print(f"trained {m['steps']} steps in {m.get('train_wall_s', m['wall_s'])}s (final loss {m['final_loss']}); model: {r.model_dir}; "
           f"loss curve: {r.loss_csv}")
     if m.get('stopped_by_time'): print(f"stopped by the time budget after {m['steps']} of {m['planned_steps']} steps")
     return 0

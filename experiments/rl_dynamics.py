@@ -27,8 +27,8 @@ Stages, each skipped when its output is already saved (so an interrupted run con
      families, and whether that gain is task progress or robustness credit, e.g. from episodes that stop without acting),
      OUT/fig_curves.html (training curves, bands across seeds) and OUT/fig_heldout.html.
 
-Options for a sweep sized to a small machine (all recorded in OUT/experiment.json; a rerun with other evaluation
-settings is refused, so one results folder never mixes two protocols):
+Options for a sweep sized to a small machine (all recorded in OUT/experiment.json, with each invocation's command line
+under `invocations`; a rerun with other evaluation settings is refused, so one results folder never mixes two protocols):
   --set KEY=VALUE ...   override RL config fields for every run (e.g. learning_rate=2e-5 temperature=1.0 max_steps=12)
   --train-specs N       train every run on N training specs spread over the families (saved in OUT/train_specs/, so each
                         spec recurs in a run) and evaluate the start model and every run on them too (split `train`):
@@ -515,6 +515,9 @@ def main(argv=None):
         if (changed := check_protocol(out, exp)):
             ap.error(f"{out} holds an experiment evaluated otherwise ({'; '.join(changed)}): its evaluations would not "
                      "be comparable; use another --out")
+        before = json.loads((out / "experiment.json").read_text()) if (out / "experiment.json").is_file() else {}
+        exp['invocations'] = before.get('invocations', []) + [dict(  # the top-level keys are the last invocation's
+            at=time.strftime('%Y-%m-%d %H:%M:%S'), argv=list(sys.argv[1:] if argv is None else argv))]
         (out / "experiment.json").write_text(json.dumps(exp, indent=1) + "\n")
         if a.start_eval and not evaluated(START):
             try: n = reuse_start_eval(out, Path(a.start_eval).expanduser(), test, a.k)

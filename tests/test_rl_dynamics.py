@@ -370,6 +370,9 @@ def test_small_sweep_options_end_to_end(tmp_path, capsys):
     assert all(r.turns <= plan[r.spec_id] + 1 for r in res.itertuples())     # the turn budget held in every episode
     exp = json.loads((out / "experiment.json").read_text())
     assert (exp["train_specs"], exp["eval_turn_slack"], exp["eval_splits"]) == (2, 1, ["test_families"])
+    assert [i["argv"] for i in exp["invocations"]] == [args]
+    assert rd.main(args) == 0  # everything saved: nothing runs again, and the invocation is recorded beside the first
+    assert [i["argv"] for i in json.loads((out / "experiment.json").read_text())["invocations"]] == [args, args]
     again = list(args); again[again.index("--eval-turn-slack") + 1] = "2"
     capsys.readouterr()
     with pytest.raises(SystemExit): rd.main(again)

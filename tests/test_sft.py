@@ -38,9 +38,17 @@ def test_end_to_end_and_resume(tiny_model_path, curated, tmp_path):
     AutoModelForCausalLM.from_pretrained(r.model_dir)
     assert train_sft(cfg(tiny_model_path, curated, out)).metrics == r.metrics  # finished: not retrained
     # an interrupted run (checkpoint-2 on disk, no final result) continues from its last checkpoint
+    assert 0 < r.metrics["train_wall_s"] <= r.metrics["wall_s"] + 0.01  # one segment: its own training time
     (out / "sft_result.json").unlink()
+    # the earlier segment's training time travels in the checkpoint's history: pretend it took 1000 s
+    st = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())
+    logged = [h for h in st["log_history"] if "train_wall_s" in h]
+    assert logged and logged[-1]["step"] == 2
+    logged[-1]["train_wall_s"] = 1000.0
+    (out / "checkpoint-2" / "trainer_state.json").write_text(json.dumps(st))
     r2 = train_sft(cfg(tiny_model_path, curated, out, max_steps=3))
     assert r2.metrics["resumed_from"].endswith("checkpoint-2") and r2.metrics["steps"] == 3
+    assert 1000 < r2.metrics["train_wall_s"] <= 1000 + r2.metrics["wall_s"] + 0.01  # both segments, not the last one alone
     # a run killed while saving checkpoint-3 (transformers writes trainer_state.json last): resumed from checkpoint-2
     (out / "sft_result.json").unlink()
     (out / "checkpoint-3" / "trainer_state.json").unlink()
