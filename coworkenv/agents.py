@@ -16,7 +16,7 @@ __all__ = ['SUMMARY', 'COMPACTED', 'AgentError', 'as_messages', 'as_tools', 'Age
            'parse_tool_calls', 'is_transient_error', 'call_sentence', 'ask_sentence', 'PlanAgent', 'OracleAgent',
            'NullAgent', 'replace_facts', 'ShortcutAgent', 'unique_call_ids', 'to_assistant', 'tools_text',
            'with_tools_text', 'OpenAIAgent', 'ContextOverflow', 'compact_tool_results', 'compactable', 'hf_message',
-           'cpu_has_native_bf16', 'fast_dtype', 'new_kv_cache', 'common_prefix', 'HFAgent', 'ToolNameConstraint',
+           'cpu_has_native_bf16', 'fast_dtype', 'new_kv_cache', 'common_prefix', 'HFAgent', 'ToolCallConstraint',
            'redact_trajectory', 'run_episode', 'run_pool', 'run_batch', 'batch_width']
 
 # %% ../nbs/04_agents.ipynb #5f386a99
@@ -626,7 +626,8 @@ class HFAgent(Agent):
                  cache_tokens:int=32_768, # tokens kept in stored caches, all conversations together (oldest dropped)
                  prefill_chunk:int=512, # prompt tokens per forward pass (bounds attention memory on long prompts)
                  seed:int=0, # sampling seed (temperature > 0)
-                 constrain_tool_names:bool=False, # decode tool names only from the offered tools (`ToolNameConstraint`)
+                 constrain_tool_names:bool=False, # decode a tool call's name only from the offered tools' names (`ToolCallConstraint`)
+                 constrain_argument_keys:bool=False, # decode its argument keys only from the called tool's parameters
                 ):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -646,7 +647,8 @@ class HFAgent(Agent):
         self.max_new_tokens, self.temperature, self.batch_size = max_new_tokens, temperature, max(1, batch_size)
         self.min_new_tokens, self.compact_step, self.prefill_chunk = max(1, min_new_tokens), max(1, compact_step), max(16, prefill_chunk)
         self.stop_at_tool_call, self.reuse_cache, self.seed, self.cache_tokens = stop_at_tool_call, reuse_cache, seed, cache_tokens
-        self.constraint = ToolNameConstraint(tokenizer) if constrain_tool_names else None
+        self.constraint = ToolCallConstraint(tokenizer, names=constrain_tool_names, keys=constrain_argument_keys) \
+            if constrain_tool_names or constrain_argument_keys else None
         self.model, self._name = path or type(model).__name__, name
         self.window = window or getattr(model.config, 'max_position_embeddings', None) or 2048
         tokenizer.padding_side = 'left'
@@ -714,11 +716,11 @@ class HFAgent(Agent):
         kw = {self._cache_kw: cache}
         return self.hf_model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1, **kw).logits[:, -1]
 
-    def _constrain(self, logits, outs:list, names:list):
-        """`logits` with every token a `ToolNameConstraint` forbids set to -inf, row by row (`outs`: each row's tokens so
-        far; `names`: its tools' names, None for no constraint); counts constrained and overridden greedy choices."""
+    def _constrain(self, logits, outs:list, tools:list):
+        """`logits` with every token the `ToolCallConstraint` forbids set to -inf, row by row (`outs`: each row's tokens
+        so far; `tools`: its tools, name -> parameter names); counts constrained and overridden greedy choices."""
         import torch
-        for j, (o, ns) in enumerate(zip(outs, names)):
+        for j, (o, ns) in enumerate(zip(outs, tools)):
             ok = self.constraint.allowed(self.tokenizer.decode(o, skip_special_tokens=False), ns) if ns and o else None
             if ok is None: continue
             ok = torch.tensor(ok, device=logits.device)
@@ -814,19 +816,19 @@ class HFAgent(Agent):
 
     def generate_ids(self, rows:list[list[int]], # prompt token ids, one list per conversation
                      budgets:list[int]|None=None, # new tokens allowed per row (default `max_new_tokens`)
-                     names:list|None=None, # per row, the tools' names a call may use (with `constrain_tool_names`)
+                     tools:list|None=None, # per row, its tools: name -> parameter names (for the constraints)
                     ) -> list[list[int]]: # the new token ids per row (the stop token excluded)
         """Greedy (or sampled) generation of one batch. Each row is prefilled alone (no padding computed), from the
         longest prefix already computed: a stored KV cache (its previous turn) or an earlier row of the batch (the same
         task's other trials; `reuse_cache`), in chunks of
         `prefill_chunk`; the row caches are merged left-padded and decoded together, one token per step for the rows
         still running. A row stops at an end-of-turn token, after `</tool_call>` or at its budget, and leaves the batch
-        (and its cache) at once; its cache is kept for its next turn. With `constrain_tool_names` and `names`, a
-        tool call's name is decoded from the row's names only."""
+        (and its cache) at once; its cache is kept for its next turn. With `constrain_tool_names` /
+        `constrain_argument_keys` and `tools`, a tool call's name / keys are decoded from the row's tools only."""
         import torch
         budgets = budgets or [self.max_new_tokens] * len(rows)
-        names = names if self.constraint is not None and names else None
-        pick = (lambda lg, rows_: self._pick(self._constrain(lg, [out[i] for i in rows_], [names[i] for i in rows_]), gen)) if names \
+        tools = tools if self.constraint is not None and tools else None
+        pick = (lambda lg, rows_: self._pick(self._constrain(lg, [out[i] for i in rows_], [tools[i] for i in rows_]), gen)) if tools \
             else (lambda lg, rows_: self._pick(lg, gen))
         dev, B = self.hf_model.device, len(rows)
         gen = torch.Generator(device='cpu').manual_seed(self.seed) if self.temperature > 0 else None
@@ -888,7 +890,7 @@ class HFAgent(Agent):
         try:
             for i in range(0, len(batch), self.batch_size):
                 part = fitted[i:i+self.batch_size]
-                tl = [[t.name for t in as_tools(b[1])] for b in batch[i:i+self.batch_size]]
+                tl = [{t.name: list((t.parameters or {}).get('properties') or {}) for t in as_tools(b[1])} for b in batch[i:i+self.batch_size]]
                 gens = self.generate_ids([f[0] for f in part], [f[1] for f in part], tl)
                 self.stats['generated_tokens'] += sum(map(len, gens))
                 texts += [self._decode(g) for g in gens]
@@ -905,12 +907,13 @@ class HFAgent(Agent):
     def act(self, messages, tools=None) -> Message: return self.act_batch([(messages, tools)])[0]
 
 # %% ../nbs/04_agents.ipynb #86bf6f82
-class ToolNameConstraint:
-    """Constrained decoding of tool names: inside `<tool_call>{"name": "...` only tokens that keep the name a prefix of
-    one of the offered tools' names (then its closing quote) are allowed, so a model cannot call a tool it was not
-    given. Only the name is constrained (arguments are free); only the JSON form `{"name": ...}` is recognised."""
-    OPEN = re.compile(r'<tool_call>\s*\{\s*"name"\s*:(\s*(?:"[^"\\]*)?)$')
-    def __init__(self, tokenizer):
+class ToolCallConstraint:
+    """Constrained decoding of a `<tool_call>` in the JSON form: the name from the offered tools' names (`names`), and
+    each argument key from the called tool's parameters (`keys`). `allowed(text, tools)` gives the token ids that may
+    come next, or None where nothing is constrained."""
+    NAME = re.compile(r'<tool_call>\s*\{\s*"name"\s*:(\s*(?:"[^"\\]*)?)$')
+    ARGS = re.compile(r'<tool_call>\s*\{\s*"name"\s*:\s*"([^"\\]*)"\s*,\s*"arguments"\s*:\s*\{')
+    def __init__(self, tokenizer, names:bool=True, keys:bool=False):
         strs = tokenizer.batch_decode([[i] for i in range(len(tokenizer))], skip_special_tokens=False,
                                       clean_up_tokenization_spaces=False)
         special = set(tokenizer.all_special_ids)
@@ -918,34 +921,92 @@ class ToolNameConstraint:
         for i, t in enumerate(strs):
             if t and i not in special and '\ufffd' not in t: self.by_text.setdefault(t, []).append(i)
         self.texts = sorted(self.by_text)
+        self.names, self.keys = names, keys
+        self.closers = sorted({i for t, ids in self.by_text.items() if t.strip() and not t.strip().strip('}') for i in ids})
 
-    def remainders(self, text:str, # the reply generated so far
-                   names:Sequence[str], # the tools' names
-                  ) -> list[str]|None:
+    @staticmethod
+    def _quoted(words:Sequence[str], g:str) -> list[str]:
+        "Before an opening quote (`g`: the whitespace written so far): the quoted words, and with a space first when there is none yet."
+        quoted = ['"' + w + '"' for w in words]
+        return quoted + ([' ' + q for q in quoted] if not g else [])
+
+    def name_remainders(self, text:str, # the reply generated so far
+                        names:Sequence[str], # the offered tools' names
+                       ) -> list[str]|None:
         "What may still follow `text` to finish a valid name and its closing quote; None outside a tool call's name."
-        m = self.OPEN.search(text)
+        m = self.NAME.search(text)
         if m is None: return None
         g = m.group(1)
-        if not g.strip():  # before the opening quote: a space may come first (when there is none yet), then the quote
-            quoted = ['"' + n + '"' for n in names]
-            return quoted + ([' ' + q for q in quoted] if not g else [])
+        if not g.strip(): return self._quoted(names, g)
         p = g.lstrip()[1:]
         return [n[len(p):] + '"' for n in names if n.startswith(p)]
 
-    def allowed(self, text:str, # the reply generated so far
-                names:Sequence[str], # the tools' names
-               ) -> list[int]|None:
-        """Token ids allowed next: None when `text` is not inside a tool call's name (no constraint) or when no offered
-        name continues it. A token may run past the closing quote only with `,`, `}` or whitespace."""
-        rests = self.remainders(text, names)
-        if not rests: return None
+    def key_state(self, text:str) -> tuple[str, list[str], str|None, bool]|None:
+        """Inside the arguments object of the last tool call, at its top level: `(tool, keys used, the key being written
+        (None: none), whether the object is empty so far)` where a key is being written or may start (right after `{`
+        or `,`); None anywhere else (in a value, after a value, after the object)."""
+        m = None
+        for m in self.ARGS.finditer(text): pass
+        if m is None: return None
+        depth, in_str, esc, expect_key, used, cur, last = 1, False, False, True, [], None, '{'
+        for ch in text[m.end():]:
+            if in_str:
+                if esc: esc = False
+                elif ch == '\\': esc = True
+                elif ch == '"':
+                    in_str = False
+                    if cur is not None: used.append(cur); cur = None
+                elif cur is not None: cur += ch
+                continue
+            if ch.isspace(): continue
+            if ch == '"':
+                in_str = True
+                if depth == 1 and expect_key: cur, expect_key = '', False
+            elif ch in '{[': depth += 1
+            elif ch in '}]':
+                depth -= 1
+                if depth == 0: return None
+            elif ch == ',' and depth == 1: expect_key = True
+            last = ch
+        if depth != 1: return None
+        if in_str and cur is not None: return m.group(1), used, cur, False
+        if expect_key and not in_str: return m.group(1), used, None, last == '{'
+        return None
+
+    def key_remainders(self, text:str, tools:dict) -> tuple[list[str], bool]|None:
+        "`(what may finish the key being written or start the next one, whether the object may close here)`; None: free."
+        st = self.key_state(text)
+        if st is None or st[0] not in tools or not tools[st[0]]: return None
+        tool, used, cur, empty = st
+        free = [k for k in tools[tool] if k not in used]
+        if cur is not None: return [k[len(cur):] + '"' for k in free if k.startswith(cur)], False
+        g = text[len(text.rstrip()):]
+        return self._quoted(free, g), empty
+
+    NAME_TAIL, KEY_TAIL = re.compile(r'\s*[,}]?\s*'), re.compile(r'\s*(?::\s*"?)?')  # what may follow a closing quote in its token
+
+    def _ids(self, rests:list[str], tail:re.Pattern) -> set:
+        "Ids of tokens that are a prefix of a remainder, or run past it with what `tail` matches whole."
         ids = set()
         for r in rests:
             for j in range(1, len(r) + 1): ids.update(self.by_text.get(r[:j], ()))
             k = bisect.bisect_left(self.texts, r)
             while k < len(self.texts) and self.texts[k].startswith(r):
-                if not self.texts[k][len(r):].strip(' ,}\n\t'): ids.update(self.by_text[self.texts[k]])
+                if tail.fullmatch(self.texts[k][len(r):]): ids.update(self.by_text[self.texts[k]])
                 k += 1
+        return ids
+
+    def allowed(self, text:str, # the reply generated so far
+                tools:dict|Sequence[str], # the offered tools: name -> its parameters' names (or just the names)
+               ) -> list[int]|None:
+        """Token ids allowed next: None where nothing is constrained (outside a name or a key, a tool that was not
+        offered, no offered name or parameter continuing what was written)."""
+        tools = tools if isinstance(tools, dict) else {n: [] for n in tools}
+        rests = self.name_remainders(text, list(tools)) if self.names else None
+        if rests is not None: return sorted(self._ids(rests, self.NAME_TAIL)) or None
+        kr = self.key_remainders(text, tools) if self.keys else None
+        if kr is None: return None
+        ids = self._ids(kr[0], self.KEY_TAIL) | (set(self.closers) if kr[1] else set())
         return sorted(ids) or None
 
 

@@ -276,7 +276,8 @@ def _agents(texts:list, a) -> dict:
     out = {}
     for t in texts:
         label, f = agent_factory(t, base_url=getattr(a, 'base_url', None), max_new_tokens=a.max_new_tokens, batch_size=a.batch_size,
-                                 constrain_tool_names=getattr(a, 'constrain_tool_names', False))
+                                 constrain_tool_names=getattr(a, 'constrain_tool_names', False),
+                                 constrain_argument_keys=getattr(a, 'constrain_argument_keys', False))
         if label in out: raise ValueError(f"two agents are labelled {label!r}; name them: --agent base=hf:PATH --agent sft=hf:PATH")
         out[label] = f
     return out
@@ -354,6 +355,8 @@ def _model_args(p):
     p.add_argument("--batch-size", type=positive_int, default=8, help="hf agents: conversations generated together (default: %(default)s)")
     p.add_argument("--constrain-tool-names", action="store_true",
                    help="hf agents: decode a tool call's name only from the offered tools' names (default: off)")
+    p.add_argument("--constrain-argument-keys", action="store_true",
+                   help="hf agents: decode a tool call's argument keys only from the called tool's parameters (default: off)")
 
 AGENT_HELP = "oracle, null, shortcut, hf:PATH (a model folder) or openai:MODEL (server at OPENAI_BASE_URL); LABEL=... names it"
 SUITE_HELP = ("'examples', a spec file or folder, a folder of ClawMark task folders (task.py), or a split config (YAML) "

@@ -151,7 +151,8 @@ def agent_factory(text:str, # an agent description (see `parse_agent`)
                   base_url:Optional[str]=None, # openai: the server URL (default: env OPENAI_BASE_URL)
                   max_new_tokens:int=256, # hf: tokens per turn
                   batch_size:int=8, # hf: conversations generated together
-                  constrain_tool_names:bool=False, # hf: decode tool names only from the offered tools (`ToolNameConstraint`)
+                  constrain_tool_names:bool=False, # hf: decode a call's name only from the offered tools' names (`ToolCallConstraint`)
+                  constrain_argument_keys:bool=False, # hf: decode its argument keys only from the called tool's parameters
                  ) -> tuple[str, Callable]:
     "`(label, factory)` where `factory(spec) -> Agent`; an `hf:` model is loaded once, on first use, and shared."
     label, kind, target = parse_agent(text)
@@ -166,7 +167,7 @@ def agent_factory(text:str, # an agent description (see `parse_agent`)
             if 'agent' not in box:
                 from coworkenv.agents import HFAgent
                 box['agent'] = HFAgent(str(p), max_new_tokens=max_new_tokens, batch_size=batch_size, name=label,
-                                       constrain_tool_names=constrain_tool_names)
+                                       constrain_tool_names=constrain_tool_names, constrain_argument_keys=constrain_argument_keys)
             return box['agent']
         return label, hf
     from coworkenv.agents import OpenAIAgent

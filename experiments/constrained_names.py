@@ -1,19 +1,22 @@
-"""Constrained tool names: one model on the same specs with and without `HFAgent(constrain_tool_names=True)` (resumable).
+"""Constrained tool calls: one model on the same specs without and with `HFAgent`'s tool-call constraints (resumable).
 
   .venv/bin/python experiments/constrained_names.py --model runs/pipeline/sft/final --specs runs/pipeline/specs/test_families
   .venv/bin/python experiments/constrained_names.py --report     # only rebuild the table from the saved episodes
   .venv/bin/python experiments/constrained_names.py --quick --out /tmp/cn_quick   # the same path, tiny model, seconds
 
 A small SFT model calls tools it saw in training instead of the ones it was given (the 8-epoch PocketWorker's
-held-out-family episodes: `helpdesk_read_messages`, `chat_send`, `contacts_list` where none was offered). Constrained
-decoding of the name removes that failure by construction; this experiment measures what it changes in the score.
+held-out-family episodes: `helpdesk_read_messages`, `chat_send`, `contacts_list` where none was offered), with the
+arguments of the tool it has in mind. Constrained decoding of the name (and of the argument keys) removes those
+failures by construction; this experiment measures what that changes in the score.
 
-Each mode (`free`, `constrained`) runs greedy episodes of the model on every spec × k trials, with the evaluation's turn
-budget (the reference plan's length + `--turn-slack`), and appends each finished episode (the whole trajectory) to
+Each mode (`free`: no constraint; `constrained`: `constrain_tool_names`; `constrained_keys`: names and
+`constrain_argument_keys`) runs greedy episodes of the model on every spec × k trials, with the evaluation's turn budget
+(the reference plan's length + `--turn-slack`), and appends each finished episode (the whole trajectory) to
 OUT/episodes/<mode>.jsonl; a rerun runs only the missing ones. The report (OUT/table.md, table.csv, summary.json) gives
 per mode the mean score and its parts, tool calls per episode, the share of failed calls and of each kind of failure (a
-tool that was not offered, arguments that break the tool's schema, an error answer such as an id that does not exist),
-and the paired difference constrained − free with a 95% bootstrap CI over tasks.
+tool that was not offered, arguments that are not valid JSON or break the tool's schema, an error answer such as an id
+that does not exist),
+and the paired difference of each constrained mode − free with a 95% bootstrap CI over tasks.
 """
 import argparse, json, sys, time
 from pathlib import Path
@@ -22,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "experiments"))
 OUT_DEFAULT = ROOT / "experiments" / "results" / "constrained_names"
-MODES = ('free', 'constrained')
+MODES = ('free', 'constrained', 'constrained_keys')  # no constraint; tool names; tool names and argument keys
 
 
 def log(msg): print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
@@ -63,7 +66,8 @@ def run_mode(out:Path, mode:str, model, specs:list, k:int, max_new_tokens:int, p
     have = {(r['spec_id'], r['trial']) for r in saved(f)}
     todo = [(s, t) for s in specs for t in range(k) if (s.id, t) not in have]
     if not todo: return {}
-    agent = HFAgent(str(model), max_new_tokens=max_new_tokens, name=mode, constrain_tool_names=(mode == 'constrained'))
+    agent = HFAgent(str(model), max_new_tokens=max_new_tokens, name=mode, constrain_tool_names=(mode != 'free'),
+                    constrain_argument_keys=(mode == 'constrained_keys'))
     t0 = time.time()
     with f.open('a') as fh, tqdm(total=len(todo), desc=mode, unit="episode", disable=not progress) as bar:
         def done(i, traj):
@@ -78,13 +82,15 @@ def run_mode(out:Path, mode:str, model, specs:list, k:int, max_new_tokens:int, p
 
 def call_stats(traj:dict) -> dict:
     """Tool calls of one trajectory: all; to a tool that was not offered; failed (`ToolDispatch.ok`); and, of the calls
-    to offered tools, those whose arguments broke the tool's schema (status 422: a required field missing, an unknown
-    field) and those the tool answered with an error (e.g. a record id that does not exist)."""
+    to offered tools, those whose arguments were not valid JSON, those whose arguments broke the tool's schema (status
+    422: a required field missing, an unknown field) and those the tool answered with an error (e.g. a record id that
+    does not exist)."""
     from coworkenv.core import ToolDispatch
     offered = {t['name'] for t in traj.get('tools') or []}
     ds = [ToolDispatch(**d) for d in traj.get('dispatches') or []]
     known = [d for d in ds if d.tool in offered]
     return dict(calls=len(ds), unknown_calls=len(ds) - len(known), failed_calls=sum(not d.ok for d in ds),
+                malformed_calls=sum(isinstance(d.arguments, str) for d in known),
                 invalid_args_calls=sum(d.status == 422 for d in known),
                 error_answer_calls=sum(d.status < 400 and not d.ok for d in known))
 
@@ -104,7 +110,8 @@ def frame(out:Path):
     return pd.DataFrame(rows)
 
 
-FAILURES = (('tool not offered', 'unknown_calls'), ('arguments break the schema', 'invalid_args_calls'),
+FAILURES = (('tool not offered', 'unknown_calls'), ('arguments not valid JSON', 'malformed_calls'),
+            ('arguments break the schema', 'invalid_args_calls'),
             ('error answer', 'error_answer_calls'))
 
 def table(df, n_boot:int=1000):
@@ -125,23 +132,23 @@ def table(df, n_boot:int=1000):
                     'failed calls': f"{100 * d.failed_calls.sum() / max(calls, 1):.1f}%",
                     **{f'failed: {why}': f"{100 * d[col].sum() / max(calls, 1):.1f}%" for why, col in FAILURES}})
     tab = pd.DataFrame(out)
-    delta = paired_delta(df, 'free', 'constrained', n_boot=n_boot) if set(MODES) <= set(df.agent) else None
-    return tab, delta
+    deltas = {m: paired_delta(df, 'free', m, n_boot=n_boot) for m in MODES[1:] if {'free', m} <= set(df.agent)}
+    return tab, deltas
 
 
 def report(out:Path) -> dict:
     from coworkenv.cli import markdown_table
     df = frame(out)
     if df.empty: raise SystemExit(f"{out}: no saved episodes")
-    tab, delta = table(df)
+    tab, deltas = table(df)
     df.to_csv(out / "results.csv", index=False)
     tab.to_csv(out / "table.csv", index=False)
     md = markdown_table(tab)
-    if delta is not None:
-        md += (f"\nΔ mean score, constrained − free: {delta['delta']:+.1f} [{delta['lo']:+.1f}, {delta['hi']:+.1f}] "
-               f"(paired bootstrap over {delta['tasks']} tasks)\n")
+    for m, d in deltas.items():
+        md += (f"\nΔ mean score, {m} − free: {d['delta']:+.1f} [{d['lo']:+.1f}, {d['hi']:+.1f}] "
+               f"(paired bootstrap over {d['tasks']} tasks)\n")
     (out / "table.md").write_text(md)
-    summary = dict(table=tab.to_dict('records'), delta=delta)
+    summary = dict(table=tab.to_dict('records'), deltas=deltas)
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(md)
     return summary

@@ -20,16 +20,17 @@ def quick_run(tmp_path_factory):
 
 def test_quick_run_writes_both_modes(quick_run):
     df = pd.read_csv(quick_run / "results.csv")
-    assert sorted(df.agent.unique()) == ["constrained", "free"]
-    assert df.groupby("agent").spec_id.nunique().tolist() == [2, 2]
+    assert sorted(df.agent.unique()) == ["constrained", "constrained_keys", "free"]
+    assert df.groupby("agent").spec_id.nunique().tolist() == [2, 2, 2]
     t = pd.read_csv(quick_run / "table.csv")
-    assert list(t["mode"]) == ["free", "constrained"]
-    assert {"failed: tool not offered", "failed: arguments break the schema", "failed: error answer", "failed calls",
+    assert list(t["mode"]) == ["free", "constrained", "constrained_keys"]
+    assert {"failed: tool not offered", "failed: arguments not valid JSON", "failed: arguments break the schema",
+            "failed: error answer", "failed calls",
             "completion", "robustness"} <= set(t.columns)
     s = json.loads((quick_run / "summary.json").read_text())
-    assert s["delta"]["tasks"] == 2
+    assert [(m, d["tasks"]) for m, d in s["deltas"].items()] == [("constrained", 2), ("constrained_keys", 2)]
     meta = json.loads((quick_run / "experiment.json").read_text())
-    assert [r["mode"] for r in meta["runs"]] == ["free", "constrained"] and len(meta["weights_sha256"]) == 64
+    assert [r["mode"] for r in meta["runs"]] == ["free", "constrained", "constrained_keys"] and len(meta["weights_sha256"]) == 64
 
 
 def test_a_rerun_resumes_and_a_torn_line_is_rerun(quick_run):
@@ -59,7 +60,9 @@ def test_call_stats_counts_tools_not_offered_and_failed_calls():
                  "body": {"error": "Ticket 1 not found"}}]}
     traj["dispatches"].append({"turn": 4, "tool_call_id": "d", "tool": "chat_read_messages", "arguments": {"ticket_id": "1"},
                                "status": 422, "body": {"detail": [{"type": "missing", "loc": ["body", "channel_id"]}]}})
-    assert constrained_names.call_stats(traj) == dict(calls=4, unknown_calls=1, failed_calls=3, invalid_args_calls=1,
-                                                      error_answer_calls=1)
+    traj["dispatches"].append({"turn": 5, "tool_call_id": "e", "tool": "chat_read_messages", "arguments": '{"channel_id": "C-',
+                               "status": 400, "body": {"error": "arguments of 'chat_read_messages' are not valid JSON"}})
+    assert constrained_names.call_stats(traj) == dict(calls=5, unknown_calls=1, failed_calls=4, malformed_calls=1,
+                                                      invalid_args_calls=1, error_answer_calls=1)
     assert constrained_names.call_stats({"tools": [], "dispatches": []}) == dict(
-        calls=0, unknown_calls=0, failed_calls=0, invalid_args_calls=0, error_answer_calls=0)
+        calls=0, unknown_calls=0, failed_calls=0, malformed_calls=0, invalid_args_calls=0, error_answer_calls=0)

@@ -45,18 +45,18 @@ def test_empty_and_bad_k(specs):
     with pytest.raises(KeyError, match="robot"): EV.evaluate(specs, ["robot"], progress=False)
 
 
-def test_constrain_tool_names_reaches_the_hf_agent(tiny_model_path):
-    "`--constrain-tool-names` (CLI) and `agent_factory(constrain_tool_names=True)` give an HFAgent that constrains names; off by default."
+def test_tool_call_constraints_reach_the_hf_agent(tiny_model_path):
+    "`--constrain-tool-names` / `--constrain-argument-keys` (CLI) and `agent_factory(...)` configure the HFAgent's constraint; off by default."
     from coworkenv.cli import _agents, parser
     spec = load_specs(DEFAULT_EXAMPLES)[0]
     _, on = EV.agent_factory(f"hf:{tiny_model_path}", constrain_tool_names=True)
     _, off = EV.agent_factory(f"hf:{tiny_model_path}")
-    assert on(spec).constraint is not None and off(spec).constraint is None
+    assert (on(spec).constraint.names, on(spec).constraint.keys) == (True, False) and off(spec).constraint is None
     for cmd in ("eval", "rollout"):
         extra = ["--suite", "examples"] if cmd == "eval" else ["--specs", "examples", "--store", "s"]
-        a = parser().parse_args([cmd, "--agent", f"hf:{tiny_model_path}", "--constrain-tool-names", *extra])
-        (f,) = _agents([f"hf:{tiny_model_path}"], a).values()
-        assert f(spec).constraint is not None
-        a = parser().parse_args([cmd, "--agent", f"hf:{tiny_model_path}", *extra])
-        (f,) = _agents([f"hf:{tiny_model_path}"], a).values()
-        assert f(spec).constraint is None
+        for flags, want in (([], None), (["--constrain-tool-names"], (True, False)), (["--constrain-argument-keys"], (False, True)),
+                            (["--constrain-tool-names", "--constrain-argument-keys"], (True, True))):
+            a = parser().parse_args([cmd, "--agent", f"hf:{tiny_model_path}", *flags, *extra])
+            (f,) = _agents([f"hf:{tiny_model_path}"], a).values()
+            c = f(spec).constraint
+            assert (None if c is None else (c.names, c.keys)) == want, (cmd, flags)
