@@ -47,12 +47,9 @@ def load_specs(folders:list, turn_slack:int|None) -> list:
 
 def saved(path:Path) -> list:
     "The episodes saved in a mode's JSONL (a torn last line from a killed run is dropped, and the file rewritten without it)."
-    if not path.is_file(): return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try: rows.append(json.loads(line))
-        except json.JSONDecodeError: break
-    path.write_text(''.join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    from coworkenv.evaluate import _saved_rows  # the evaluation's own reader of resumable JSONL
+    rows = _saved_rows(path)
+    if path.is_file(): path.write_text(''.join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     return rows
 
 
