@@ -329,6 +329,9 @@ def train_sft(config, # a YAML path, dict or `SFTSettings`
         warnings.warn(f"sft: {len(ds) - n_kept} of {len(ds)} rows lost all assistant tokens to truncation at "
                       f"max_length={cfg.max_length} and are not trained on")
     ckpt = _last_checkpoint(out) if cfg.resume else None
+    if ckpt and hasattr(trainer, '_total_train_tokens'):  # TRL counts tokens from 0 in every segment: go on from the checkpoint's count
+        seen = json.loads((Path(ckpt)/'trainer_state.json').read_text()).get('log_history', [])
+        trainer._total_train_tokens = int(next((h['num_tokens'] for h in reversed(seen) if 'num_tokens' in h), 0))
     t0 = time.time()
     res = trainer.train(resume_from_checkpoint=ckpt)
     wall = time.time() - t0

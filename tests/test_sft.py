@@ -49,6 +49,9 @@ def test_end_to_end_and_resume(tiny_model_path, curated, tmp_path):
     r2 = train_sft(cfg(tiny_model_path, curated, out, max_steps=3))
     assert r2.metrics["resumed_from"].endswith("checkpoint-2") and r2.metrics["steps"] == 3
     assert 1000 < r2.metrics["train_wall_s"] <= 1000 + r2.metrics["wall_s"] + 0.01  # both segments, not the last one alone
+    toks = pd.read_csv(r2.loss_csv).num_tokens  # tokens seen count on across the resume (TRL's own counter restarts at 0)
+    assert list(toks[:2]) == list(loss.num_tokens) and toks.is_monotonic_increasing and toks.iloc[2] > toks.iloc[1]
+    assert r2.metrics["num_tokens"] == toks.iloc[2]
     # a run killed while saving checkpoint-3 (transformers writes trainer_state.json last): resumed from checkpoint-2
     (out / "sft_result.json").unlink()
     (out / "checkpoint-3" / "trainer_state.json").unlink()
