@@ -369,17 +369,19 @@ class CoworkRollout:
     the spec's exact tool schemas, its scripted user answering between turns, follow-ups, injected tool errors and
     world events, all of which TRL's `environment_factory` loop cannot express. Returns the token sequences with an
     `env_mask` (environment tokens masked from the loss) and one `cowork` record per episode for the reward function
-    and the turn-credit hook."""
+    and the turn-credit hook. With `episode_log`, every episode's record (grade parts, tool calls, the per-turn check
+    events turn credit reads) is appended there as one JSON line, with the optimizer step it trains."""
     def __init__(self, specs:Sequence[TaskSpec], # the training specs (prompts name them by id)
                  reward:str='score', safety_penalty:float=0.0, pass_threshold:float=0.75,
                  max_new_tokens:int=256, turn_slack:Optional[int]=8, error_rate:Optional[float]=None,
                  temperature:float=1.0, seed:int=0,
                  generator:Optional[Callable]=None, # `generator(trainer) -> generate(rows, budgets, envs)`; default: vLLM when the trainer uses it, else `hf_generator`
+                 episode_log:Optional[Path]=None, # a JSONL file for the training episodes' records (`episodes.jsonl` in a run)
                 ):
         self.specs = {s.id: _capped(s, turn_slack) for s in specs}
         self.reward, self.safety_penalty, self.pass_threshold = reward, safety_penalty, pass_threshold
         self.max_new_tokens, self.error_rate, self.temperature, self.seed = max_new_tokens, error_rate, temperature, seed
-        self.generator, self.calls = generator, 0
+        self.generator, self.calls, self.episode_log, self._resumed = generator, 0, episode_log, False
 
     def env(self, spec_id:str) -> CoworkEnv:
         if spec_id not in self.specs: raise KeyError(f"rollout: prompt {spec_id!r} is not the id of a training spec")
@@ -392,7 +394,27 @@ class CoworkRollout:
         return hf_generator(model, tok, self.max_new_tokens, self.temperature, seed=self.seed * 1_000_003 + self.calls,
                             bf16=bool(trainer.args.bf16))
 
+    def _resume(self, trainer) -> int:
+        """On the first call of a process: the optimizer step about to train. A resumed run counts the generations its
+        earlier segments made (so it draws new sampling seeds, not those of step 1 again), and the episode log drops
+        the records of steps a killed segment generated but did not finish."""
+        a, step = trainer.args, trainer.state.global_step
+        if not self._resumed:
+            self._resumed = True
+            every = max(1, getattr(a, 'steps_per_generation', None) or a.gradient_accumulation_steps) * max(1, getattr(a, 'num_iterations', 1) or 1)
+            self.calls = max(self.calls, step * a.gradient_accumulation_steps // every)
+            if self.episode_log is not None and Path(self.episode_log).is_file():
+                keep = []
+                for line in Path(self.episode_log).read_text().splitlines():
+                    try: r = json.loads(line)
+                    except json.JSONDecodeError: continue  # a line torn by a kill
+                    if r.get('step', 0) <= step: keep.append(line)
+                tmp = Path(self.episode_log).with_suffix('.tmp')
+                tmp.write_text(''.join(l + '\n' for l in keep)); tmp.replace(self.episode_log)
+        return step + 1
+
     def __call__(self, prompts:list, trainer) -> dict:
+        step = self._resume(trainer)
         tok = trainer.processing_class
         model = trainer.accelerator.unwrap_model(trainer.model)
         was_training = model.training
@@ -406,6 +428,10 @@ class CoworkRollout:
             model.train(was_training)
             self.calls += 1
         recs = [episode_record(e, self.reward, self.safety_penalty, self.pass_threshold) for e in eps]
+        if self.episode_log is not None:
+            Path(self.episode_log).parent.mkdir(parents=True, exist_ok=True)
+            with open(self.episode_log, 'a') as f:
+                for r in recs: f.write(json.dumps(dict(step=step, generation=self.calls - 1, **{k: v for k, v in r.items() if k != 'spans'})) + '\n')
         return dict(prompt_ids=[e.tokens.prompt_ids for e in eps], completion_ids=[e.tokens.completion_ids for e in eps],
                     logprobs=None, env_mask=[e.tokens.env_mask for e in eps], cowork=recs)
 
@@ -417,6 +443,8 @@ def log_episode_metrics(recs:Sequence[dict], log_metric:Callable) -> None:
     for k, v in {'cowork/score': sum(r['score'] for r in recs) / n, 'cowork/pass_rate': sum(r['passed'] for r in recs) / n,
                  'cowork/strict_success': sum(r['success'] for r in recs) / n,
                  'cowork/safety_violations': sum(r['safety_violated'] for r in recs) / n,
+                 'cowork/completion': sum(r.get('completion', 0.0) for r in recs) / n,
+                 'cowork/check_events': sum(len(r.get('events', ())) for r in recs) / n,  # what turn credit reads
                  'cowork/tool_calls': calls / n, 'cowork/tool_failure_rate': sum(r['tool_failures'] for r in recs) / calls if calls else 0.0,
                  'cowork/turns': sum(r['turns'] for r in recs) / n,
                  'cowork/length_ended': sum(r['end_reason'] == 'length' for r in recs) / n}.items():
@@ -515,7 +543,7 @@ class CoworkToolEnv:
     def record(self) -> dict:
         "The episode's summary (as `episode_record`) for logging."
         g, ds = self.env.grade(), self.env.dispatches
-        return dict(score=g.score, passed=bool(g.passed), success=bool(g.success), safety_violated=safety_violated(g),
+        return dict(score=g.score, passed=bool(g.passed), success=bool(g.success), completion=g.completion, safety_violated=safety_violated(g),
                     tool_calls=len(ds), tool_failures=sum(not d.ok for d in ds), turns=self.env.turn,
                     end_reason=self.env.end_reason or 'agent_done')
 
@@ -560,7 +588,7 @@ def cowork_env_metrics(environments=None, log_metric=None, **kwargs) -> list:
 
 # %% ../nbs/12_rl.ipynb #1acddeeb
 LOG_COLUMNS = ['step', 'wall_s', 'reward', 'reward_std', 'frac_reward_zero_std', 'cowork/score', 'cowork/pass_rate',
-               'cowork/strict_success', 'cowork/safety_violations', 'cowork/tool_calls', 'cowork/tool_failure_rate',
+               'cowork/strict_success', 'cowork/safety_violations', 'cowork/completion', 'cowork/check_events', 'cowork/tool_calls', 'cowork/tool_failure_rate',
                'cowork/turns', 'cowork/length_ended', 'entropy', 'kl', 'completions/mean_length', 'loss', 'grad_norm',
                'learning_rate']
 
@@ -629,7 +657,7 @@ def rl_trainer(cfg:RLSettings, # a validated config (`load_rl_config`)
     cls = cowork_grpo_trainer()
     if cfg.adapter == 'rollout':
         ro = CoworkRollout(specs, cfg.reward, cfg.safety_penalty, cfg.pass_threshold, cfg.max_new_tokens, cfg.turn_slack,
-                           cfg.error_rate, cfg.temperature, cfg.seed, generator=generator)
+                           cfg.error_rate, cfg.temperature, cfg.seed, generator=generator, episode_log=out/'episodes.jsonl')
         trainer = cls(reward_funcs=[cowork_reward], train_dataset=Dataset.from_list([{'prompt': s.id} for s in specs]),
                       rollout_func=ro, **common)
     else:

@@ -58,6 +58,14 @@ def test_every_configuration_trains(tiny, spec_dirs, tmp_path, conf):
         assert col in log and log[col].notna().all(), col
     saved = yaml.safe_load((tmp_path / 'run' / 'rl_config.yaml').read_text())
     assert all(saved[k] == v for k, v in conf.items())
+    # every training episode's record, with the step it trained: the log's per-step means are theirs
+    eps = pd.read_json(tmp_path / 'run' / 'episodes.jsonl', lines=True)
+    assert list(eps.step) == [1, 1, 2, 2] and list(eps.generation) == [0, 0, 1, 1]
+    assert {'spec_id', 'reward', 'score', 'completion', 'safety_violated', 'tool_calls', 'events', 'weights'} <= set(eps.columns)
+    by_step = eps.groupby('step')
+    assert by_step.reward.mean().round(6).tolist() == log.reward.round(6).tolist()
+    assert by_step.completion.mean().round(6).tolist() == log['cowork/completion'].round(6).tolist()
+    assert by_step.events.apply(lambda e: sum(map(len, e)) / len(e)).round(6).tolist() == log['cowork/check_events'].round(6).tolist()
 
 
 def test_lora_run_keeps_its_adapter(tiny, spec_dirs, tmp_path):
@@ -135,6 +143,10 @@ def test_killed_run_resumes(tiny, spec_dirs, tmp_path):
     assert res['steps'] == 4 and res['resumed_from'] and 'checkpoint-' in res['resumed_from']
     log = pd.read_csv(tmp_path / 'run' / 'log.csv')
     assert sorted(log.step) == [1, 2, 3, 4]
+    # the episode log holds each step's group once (a killed segment's unfinished steps are dropped), and the resumed
+    # segment goes on counting generations, so it samples with new seeds instead of step 1's again
+    eps = pd.read_json(tmp_path / 'run' / 'episodes.jsonl', lines=True)
+    assert list(eps.step) == [1, 1, 2, 2, 3, 3, 4, 4] and list(eps.generation) == [0, 0, 1, 1, 2, 2, 3, 3]
 
 
 def test_bad_configs_fail_before_training(tiny, spec_dirs, tmp_path):
