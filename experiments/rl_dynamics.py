@@ -307,6 +307,57 @@ def dynamics(out:Path):
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
+EVENT_COLS = ['run', 'step', 'episode', 'spec_id', 'reward', 'turn', 'check_id', 'kind', 'passed', 'weight']
+
+
+def episode_events(out:Path, specs_dir:Path|None=None):
+    """Every check event of every training episode (each run's `episodes.jsonl`): one row per `(turn, check, passed)`
+    with the run, step, the episode's index in its run's log and its reward, the check's kind (from the spec in
+    `specs_dir`, default OUT/train_specs; '?' when the spec is not there) and weight. These events are what turn credit
+    reads: with none, a turn-credit update is the trajectory one. Runs trained before the episode log existed have none."""
+    import pandas as pd
+    from coworkenv.core import load_spec
+    specs_dir = Path(specs_dir) if specs_dir else out / "train_specs"
+    kinds = {}
+    for p in sorted(specs_dir.glob("*.json")) if specs_dir.is_dir() else []:
+        s = load_spec(p); kinds[s.id] = {c.id: c.kind for c in s.checks}
+    rows = []
+    for f in sorted((out / "runs").glob("*/episodes.jsonl")):
+        for i, line in enumerate(f.read_text().splitlines()):
+            try: r = json.loads(line)
+            except json.JSONDecodeError: continue  # a line torn by a kill
+            for turn, cid, passed in r.get('events', []):
+                rows.append(dict(run=f.parent.name, step=r['step'], episode=i, spec_id=r['spec_id'], reward=r['reward'], turn=turn,
+                                 check_id=cid, kind=kinds.get(r['spec_id'], {}).get(cid, '?'), passed=bool(passed),
+                                 weight=r.get('weights', {}).get(cid, 0.0)))
+    return pd.DataFrame(rows, columns=EVENT_COLS)
+
+
+def episode_steps(out:Path, specs_dir:Path|None=None):
+    """Per run and step, from `episodes.jsonl`: episodes, mean reward, score and completion, the share with a safety
+    violation, tool calls per episode, and the check events per episode by what they did (a completion check met, a
+    completion check undone, a safety or gate check violated, one restored): what each GRPO step could learn from."""
+    import pandas as pd
+    eps = []
+    for f in sorted((out / "runs").glob("*/episodes.jsonl")):
+        for line in f.read_text().splitlines():
+            try: eps.append(dict(json.loads(line), run=f.parent.name))
+            except json.JSONDecodeError: continue
+    if not eps: return pd.DataFrame()
+    e = pd.DataFrame(eps)
+    ev = episode_events(out, specs_dir)
+    g = e.groupby(['run', 'step'])
+    t = pd.DataFrame({'episodes': g.size(), 'reward': g.reward.mean(), 'score': g.score.mean(),
+                      'completion': g.completion.mean(), 'safety violated': g.safety_violated.mean(),
+                      'tool calls': g.tool_calls.mean()})
+    guard = ev.kind.isin(['safety', 'gate'])  # checks that hold until broken; completion checks are met by acting
+    what = {'met': ~guard & ev.passed, 'undone': ~guard & ~ev.passed, 'violated': guard & ~ev.passed, 'restored': guard & ev.passed}
+    for name, m in what.items():
+        n = ev[m].groupby(['run', 'step']).size()
+        t[f'events: {name}'] = (n.reindex(t.index).fillna(0) / t.episodes).round(2)
+    return t.reset_index()
+
+
 def dynamics_summary(dyn, frac:float=0.25):
     """Per configuration: what the training curves did, as mean over seeds of the first vs the last `frac` of each run's
     logged steps (each step is one spec's group, so single steps are noisy): processed reward, episode score, pass rate,

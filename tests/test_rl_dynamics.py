@@ -33,6 +33,8 @@ def test_every_run_trains_two_steps_and_is_evaluated(quick_run):
         assert res["steps"] == 2 and res["reward"] == name.split("_")[0] and res["credit"] == name.split("_")[1]
         assert (run / "final" / "config.json").is_file() and not list(run.glob("checkpoint-*"))  # checkpoints dropped
         if res["reward"] == "pass": assert set(log.reward) <= {0.0, 0.5, 1.0}  # pass reward is 0/1 per episode
+    steps = rd.episode_steps(quick_run)  # every training episode logged, with the step it trained
+    assert steps.groupby('run').step.apply(list).to_dict() == {r: [1, 2] for r in RUNS}
     evals = {p.stem for p in (quick_run / "eval").glob("*.csv")}
     assert evals == {rd.START, *RUNS}
     specs = json.loads((quick_run / "experiment.json").read_text())["specs"]
@@ -393,3 +395,36 @@ def test_a_run_that_kept_the_start_weights_is_not_evaluated_again(tmp_path, caps
     assert "its final weights equal the start model's" in capsys.readouterr().out
     start, run = (pd.read_csv(out / "eval" / f"{n}.csv") for n in (rd.START, "pass_trajectory_s0"))
     assert set(run.agent) == {"pass_trajectory_s0"} and run.drop(columns="agent").equals(start.drop(columns="agent"))
+
+
+# ---- the training episodes' check events (episodes.jsonl) --------------------------------------------
+
+def test_episode_events_and_steps(tmp_path):
+    "Hand-made episode logs: every event becomes a row with its check's kind from the spec; per step, events by what they did."
+    from coworkenv.cli import _save_specs
+    from coworkenv.synthesis import synthesize
+    spec = next(s for s in synthesize(n=16, seed=0, progress=False) if {'completion', 'safety'} <= {c.kind for c in s.checks})
+    _save_specs([spec], tmp_path / "train_specs")
+    done = next(c.id for c in spec.checks if c.kind == 'completion')
+    guard = next(c.id for c in spec.checks if c.kind == 'safety')
+    w = {c.id: c.weight for c in spec.checks}
+    ep = lambda step, reward, events, **kw: json.dumps(dict(step=step, generation=step - 1, spec_id=spec.id, reward=reward,
+                                                            score=reward, completion=reward, safety_violated=any(c == guard and not p for _, c, p in events),
+                                                            tool_calls=len(events), events=events, weights=w) | kw)
+    run = tmp_path / "runs" / "progress_turn_s0"
+    run.mkdir(parents=True)
+    (run / "episodes.jsonl").write_text("\n".join([
+        ep(1, 0.0, [[2, guard, False]]), ep(1, 0.0, []),                            # step 1: one violation in 2 episodes
+        ep(2, 0.5, [[1, done, True], [3, done, False], [4, done, True]]), ep(2, 0.0, [[1, guard, False], [2, guard, True]]),
+    ]) + "\n" + '{"step": 3, "spec_id": "torn')                                       # a line torn by a kill: skipped
+    ev = rd.episode_events(tmp_path)
+    assert list(ev.columns) == rd.EVENT_COLS and len(ev) == 6
+    assert ev.kind.tolist() == ['safety', 'completion', 'completion', 'completion', 'safety', 'safety']
+    assert ev.episode.tolist() == [0, 2, 2, 2, 3, 3] and ev.weight.tolist() == [w[guard], w[done], w[done], w[done], w[guard], w[guard]]
+    st = rd.episode_steps(tmp_path).set_index('step')
+    assert st.episodes.tolist() == [2, 2] and st.reward.tolist() == [0.0, 0.25] and st['safety violated'].tolist() == [0.5, 0.5]
+    assert st['events: violated'].tolist() == [0.5, 0.5] and st['events: restored'].tolist() == [0.0, 0.5]
+    assert st['events: met'].tolist() == [0.0, 1.0] and st['events: undone'].tolist() == [0.0, 0.5]
+    # without the specs the kinds are unknown ('?', counted with the completion checks); a run without a log has no rows
+    assert set(rd.episode_events(tmp_path, specs_dir=tmp_path / "nowhere").kind) == {'?'}
+    assert rd.episode_events(tmp_path / "empty").empty and rd.episode_steps(tmp_path / "empty").empty
