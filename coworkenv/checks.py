@@ -1022,10 +1022,18 @@ class CheckTracker:
         self.reset()
 
     def reset(self):
-        "Back to the initial state: completion checks not passed, safety checks and gates holding, no events."
+        "Back to a state assumed without evidence: completion checks not passed, safety checks and gates holding, no events."
         self.state: dict[str, bool] = {c.id: c.kind in ('safety', 'gate') for c in self.checks}
         self.events: list[CheckEvent] = []
         self._seen, self._fp_cache, self._frozen = 0, {}, {}
+
+    def start(self, ev:Evidence) -> None:
+        """Start from the checks' outcomes on the episode's initial evidence (turn 0, nothing done yet), recording no
+        events: a gate that requires an action starts unmet (not 'violated' by turn 1), a check that already holds in
+        the initial workspace is not 'met' by turn 1."""
+        self.reset()
+        self.update(ev)
+        self.events = []
 
     def _state_changed(self, ev:Evidence) -> bool:
         "Did a dispatch since the last update possibly change state (a successful call of a tool not declared `read`)?"

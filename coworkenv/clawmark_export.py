@@ -502,6 +502,7 @@ def _env_play(spec:TaskSpec, plan:list) -> tuple[list[int], dict, set, int]:
     env.reset()
     waited = {e.trigger.after_check for e in spec.events if e.trigger.after_check} | {f.after_check for f in spec.user.followups if f.after_check}
     env.tracker = CheckTracker(env.spec, only=waited) if waited else _NoChecks()
+    if waited: env.tracker.start(env.evidence())
     stages = []
     for i, s in enumerate(plan):
         if env.done: break

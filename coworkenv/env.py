@@ -302,6 +302,7 @@ class CoworkEnv:
         self.messages = [Message(role='system', content=self.spec.system_prompt or DEFAULT_SYSTEM_PROMPT),
                          Message(role='user', content=self.spec.request)]
         self._world_reset()
+        self.tracker.start(self.evidence())  # the checks' outcomes before any turn: events are what the turns changed
         self._started = True
         return list(self.messages), list(self.tools)
 
@@ -647,6 +648,7 @@ def play_plan(spec:TaskSpec, # the task (its footprint checks are not attached)
     env.reset()
     waited = {e.trigger.after_check for e in spec.events if e.trigger.after_check} | {f.after_check for f in spec.user.followups if f.after_check}
     env.tracker = CheckTracker(env.spec, only=waited) if waited else _NoChecks()  # only what a trigger waits for is tracked
+    if waited: env.tracker.start(env.evidence())
     msgs = (plan_message(spec, s, i + 1) for i, s in enumerate(plan))
     for _ in range(len(plan) + max_steps):
         if env.done: break

@@ -205,6 +205,7 @@ def replay_events(spec:TaskSpec, # the task, with the checks to track (footprint
     "The check events of `spec`'s checks over the turns of `traj`, as a `CheckTracker` records them live."
     states = states if states is not None else replay(spec, traj)['states']
     tr = CheckTracker(spec)
+    tr.start(evidence_at(spec, traj, states, 0))
     for t in range(1, traj.turns + 1): tr.update(evidence_at(spec, traj, states, t))
     return tr.events
 
