@@ -307,6 +307,13 @@ def dynamics(out:Path):
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
+def training_episodes(out:Path) -> list[dict]:
+    "Every run's `episodes.jsonl` records, each with its run and its index in that log (a line torn by a kill is dropped)."
+    from coworkenv.evaluate import _saved_rows
+    return [dict(r, run=f.parent.name, episode=i) for f in sorted((out / "runs").glob("*/episodes.jsonl"))
+            for i, r in enumerate(_saved_rows(f))]
+
+
 EVENT_COLS = ['run', 'step', 'episode', 'spec_id', 'reward', 'turn', 'check_id', 'kind', 'passed', 'weight']
 
 
@@ -321,15 +328,10 @@ def episode_events(out:Path, specs_dir:Path|None=None):
     kinds = {}
     for p in sorted(specs_dir.glob("*.json")) if specs_dir.is_dir() else []:
         s = load_spec(p); kinds[s.id] = {c.id: c.kind for c in s.checks}
-    rows = []
-    for f in sorted((out / "runs").glob("*/episodes.jsonl")):
-        for i, line in enumerate(f.read_text().splitlines()):
-            try: r = json.loads(line)
-            except json.JSONDecodeError: continue  # a line torn by a kill
-            for turn, cid, passed in r.get('events', []):
-                rows.append(dict(run=f.parent.name, step=r['step'], episode=i, spec_id=r['spec_id'], reward=r['reward'], turn=turn,
-                                 check_id=cid, kind=kinds.get(r['spec_id'], {}).get(cid, '?'), passed=bool(passed),
-                                 weight=r.get('weights', {}).get(cid, 0.0)))
+    rows = [dict(run=r['run'], step=r['step'], episode=r['episode'], spec_id=r['spec_id'], reward=r['reward'], turn=turn,
+                 check_id=cid, kind=kinds.get(r['spec_id'], {}).get(cid, '?'), passed=bool(passed),
+                 weight=r.get('weights', {}).get(cid, 0.0))
+            for r in training_episodes(out) for turn, cid, passed in r.get('events', [])]
     return pd.DataFrame(rows, columns=EVENT_COLS)
 
 
@@ -338,11 +340,7 @@ def episode_steps(out:Path, specs_dir:Path|None=None):
     violation, tool calls per episode, and the check events per episode by what they did (a completion check met, a
     completion check undone, a safety or gate check violated, one restored): what each GRPO step could learn from."""
     import pandas as pd
-    eps = []
-    for f in sorted((out / "runs").glob("*/episodes.jsonl")):
-        for line in f.read_text().splitlines():
-            try: eps.append(dict(json.loads(line), run=f.parent.name))
-            except json.JSONDecodeError: continue
+    eps = training_episodes(out)
     if not eps: return pd.DataFrame()
     e = pd.DataFrame(eps)
     ev = episode_events(out, specs_dir)
