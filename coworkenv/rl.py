@@ -16,32 +16,33 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .core import Grade, Message, TaskSpec, load_spec
 from .env import CoworkEnv
-from .agents import HFAgent, as_tools, hf_message, parse_tool_calls, unique_call_ids
+from .agents import HFAgent, OracleAgent, as_tools, hf_message, parse_tool_calls, unique_call_ids
 from .sft import LoraSettings, _last_checkpoint, _peft, merge_adapter, _resolve, bf16_supported
 
 # %% auto #0
 __all__ = ['REWARDS', 'LOG_COLUMNS', 'RUN_ONLY', 'process_reward', 'safety_violated', 'turn_rewards', 'turn_returns',
            'turn_advantages', 'token_advantages', 'EpisodeTokens', 'end_token_id', 'env_suffix_ids', 'Episode',
-           'run_token_episodes', 'episode_record', 'RLConfigError', 'VLLMSettings', 'RLSettings', 'load_rl_config',
-           'load_rl_specs', 'hf_generator', 'vllm_generator', 'CoworkRollout', 'log_episode_metrics', 'cowork_reward',
-           'per_token_advantages', 'cowork_grpo_trainer', 'tool_method_source', 'CoworkToolEnv', 'environment_class',
-           'environment_factories', 'cowork_env_metrics', 'rl_log_callback', 'RLResult', 'rl_trainer', 'config_changes',
-           'reward_ends', 'train_rl', 'rl_figure', 'cmd_rl', 'add_rl_parser']
+           'play_demo_prefix', 'run_token_episodes', 'episode_record', 'RLConfigError', 'VLLMSettings', 'RLSettings',
+           'load_rl_config', 'load_rl_specs', 'hf_generator', 'vllm_generator', 'CoworkRollout', 'log_episode_metrics',
+           'cowork_reward', 'per_token_advantages', 'cowork_grpo_trainer', 'tool_method_source', 'CoworkToolEnv',
+           'environment_class', 'environment_factories', 'cowork_env_metrics', 'rl_log_callback', 'RLResult',
+           'rl_trainer', 'config_changes', 'reward_ends', 'train_rl', 'rl_figure', 'cmd_rl', 'add_rl_parser']
 
 # %% ../nbs/12_rl.ipynb #65777329
 REWARDS = ('score', 'pass', 'strict', 'completion', 'progress')
 
 def process_reward(grade:Grade, # the episode's grade
-                   reward:str='score', # 'score' (raw, 0..1), 'pass' (1 iff score >= pass_threshold), 'strict' (strict success), 'completion' (weighted fraction of completion checks), 'progress' (score if completion > 0, else 0: no credit for idling)
+                   reward:str='score', # 'score' (raw, 0..1), 'pass' (1 iff score >= pass_threshold), 'strict' (strict success), 'completion' (weighted fraction of completion checks), 'progress' (score if completion > `baseline`, else 0: no credit for idling)
                    safety_penalty:float=0.0, # > 0: the reward is -safety_penalty when any safety check fails
                    pass_threshold:float=0.75,
+                   baseline:float=0.0, # 'progress': the completion the episode started from (a demonstration prefix's); only more than that counts
                   ) -> float:
     "The scalar an RL run optimises, from a `Grade` (reward processing before any group scaling)."
     if reward == 'score': r = grade.score
     elif reward == 'pass': r = float(grade.score >= pass_threshold)
     elif reward == 'strict': r = float(grade.success)
     elif reward == 'completion': r = grade.completion
-    elif reward == 'progress': r = grade.score if grade.completion > 0 else 0.0
+    elif reward == 'progress': r = grade.score if grade.completion > baseline + 1e-9 else 0.0
     else: raise ValueError(f"unknown reward {reward!r}; one of {REWARDS}")
     if safety_penalty > 0 and safety_violated(grade): r = -safety_penalty
     return float(r)
@@ -154,6 +155,29 @@ class Episode:
     env: CoworkEnv
     tokens: EpisodeTokens
     end: str = ""  # '' while running; the env's end reason, or 'length' (no room left in the completion budget or the window)
+    prefix_turns: int = 0  # turns the oracle played before the policy (a demonstration prefix; part of the prompt)
+    prefix_calls: int = 0  # tool calls those turns made
+    prefix_completion: float = 0.0  # the completion they reached
+
+def play_demo_prefix(env:CoworkEnv, # the episode's environment (reset here)
+                     turns_left:int, # the oracle's tool-calling turns left to the policy
+                     seed:Optional[int]=None, # the reset seed (the user, injected errors and world events follow it)
+                    ) -> int:
+    """Reset `env` and play the oracle's turns up to its `turns_left`-th last tool-calling turn: the number of turns
+    played (0 when the oracle has no more tool-calling turns than that, or the spec has no solution). The oracle's whole
+    episode is played first on the same seed, to find where its tool-calling turns are, then the environment is reset
+    and the prefix played again: the policy continues from exactly the state the oracle had reached."""
+    calls = []
+    env.reset(seed=seed)
+    if env.spec.solution:
+        while not env.done:
+            m = OracleAgent(env.spec).act(env.messages, env.tools)
+            if m.tool_calls: calls.append(env.turn + 1)
+            env.step(m)
+    k = calls[-turns_left] - 1 if len(calls) > turns_left else 0
+    env.reset(seed=seed)
+    while env.turn < k and not env.done: env.step(OracleAgent(env.spec).act(env.messages, env.tools))
+    return env.turn
 
 def run_token_episodes(envs:Sequence[CoworkEnv], # environments (reset here, each with its own seed)
                        tokenizer, # the policy's tokenizer
@@ -163,16 +187,23 @@ def run_token_episodes(envs:Sequence[CoworkEnv], # environments (reset here, eac
                        window:int=8192, # the model's context window
                        min_new_tokens:int=16, # less room than this ends the episode ('length')
                        seeds:Optional[Sequence[int]]=None, # reset seeds (error injection), one per env
+                       demo_turns_left:Optional[int]=None, # start from the oracle's episode with this many of its tool-calling turns left (`play_demo_prefix`); None: from the first turn
                       ) -> list[Episode]:
     """Run episodes in lockstep on one growing token sequence each (no re-rendering, no compaction): each round generates
     for every running episode at once, parses the reply, steps its environment, and appends the environment's answer as
-    masked tokens. An episode ends when its environment does, or when the next turn would not fit ('length')."""
+    masked tokens. An episode ends when its environment does, or when the next turn would not fit ('length'). With
+    `demo_turns_left`, the oracle's first turns are played before the policy's and rendered into the prompt (untrained)."""
     end = end_token_id(tokenizer)
     eps = []
     for i, env in enumerate(envs):
-        msgs, tools = env.reset(seed=None if seeds is None else seeds[i])
-        ids = _render(tokenizer, [hf_message(m) for m in msgs], [t.to_openai() for t in tools], gen=True)
-        eps.append(Episode(env, EpisodeTokens(ids)))
+        seed = None if seeds is None else seeds[i]
+        k = 0 if demo_turns_left is None else play_demo_prefix(env, demo_turns_left, seed)
+        if demo_turns_left is None: env.reset(seed=seed)
+        ids = _render(tokenizer, [hf_message(m) for m in env.messages], [t.to_openai() for t in env.tools], gen=True)
+        e = Episode(env, EpisodeTokens(ids), prefix_turns=k, prefix_calls=len(env.dispatches),
+                    prefix_completion=env.grade().completion if k else 0.0)
+        if env.done: e.end = env.end_reason or 'done'
+        eps.append(e)
     while True:
         run, budgets = [], []
         for e in eps:
@@ -200,18 +231,19 @@ def run_token_episodes(envs:Sequence[CoworkEnv], # environments (reset here, eac
 def episode_record(e:Episode, # a finished episode
                    reward:str='score', safety_penalty:float=0.0, pass_threshold:float=0.75,
                   ) -> dict:
-    "What the reward function, the turn-credit hook and the logs read about one episode (plain JSON values)."
-    env, g = e.env, e.env.grade()
+    """What the reward function, the turn-credit hook and the logs read about one episode (plain JSON values). After a
+    demonstration prefix, the tool calls and check events are the policy's own, with turns counted from its first turn."""
+    env, g, k = e.env, e.env.grade(), e.prefix_turns
     spec = env.spec
-    ds = env.dispatches
+    ds = env.dispatches[e.prefix_calls:]
     return dict(spec_id=spec.id, family=spec.workflow, multi_turn=bool(spec.multi_turn),
-                reward=process_reward(g, reward, safety_penalty, pass_threshold), score=g.score, passed=bool(g.passed),
+                reward=process_reward(g, reward, safety_penalty, pass_threshold, e.prefix_completion), score=g.score, passed=bool(g.passed),
                 success=bool(g.success), completion=g.completion, safety_violated=safety_violated(g),
                 turns=len(e.tokens.spans), tool_calls=len(ds), tool_failures=sum(not d.ok for d in ds),
-                end_reason=e.end, events=[(ev.turn, ev.check_id, ev.passed) for ev in env.tracker.events],
+                end_reason=e.end, events=[(ev.turn - k, ev.check_id, ev.passed) for ev in env.tracker.events if ev.turn > k],
                 weights={c.id: c.weight for c in spec.checks}, spans=[list(s) for s in e.tokens.spans],
                 prompt_tokens=len(e.tokens.prompt_ids), completion_tokens=len(e.tokens.completion_ids),
-                model_tokens=sum(e.tokens.env_mask))
+                model_tokens=sum(e.tokens.env_mask), prefix_turns=k, prefix_completion=e.prefix_completion)
 
 # %% ../nbs/12_rl.ipynb #a1b14d43
 class RLConfigError(ValueError):
@@ -261,6 +293,7 @@ class RLSettings(BaseModel):
     max_completion_length: int = Field(4096, ge=64) # per episode, after the prompt (assistant + environment tokens)
     turn_slack: Optional[int] = Field(8, ge=0) # max turns = the reference plan's length + this (None: the spec's own limit)
     error_rate: Optional[float] = Field(None, ge=0, le=1) # injected tool errors (None: the spec's)
+    demo_turns_left: Optional[int] = Field(None, ge=1) # start every episode from the oracle's with this many of its tool-calling turns left (a reverse curriculum; its turns are prompt, untrained); None: from the first turn
     # run
     bf16: Union[bool, Literal['auto']] = 'auto'
     gradient_checkpointing: bool = False
@@ -282,6 +315,8 @@ class RLSettings(BaseModel):
                              f"num_generations = {self.num_generations} (every prompt's group is generated in one batch)")
         if self.credit == 'turn' and self.adapter != 'rollout':
             raise ValueError("credit 'turn' needs adapter 'rollout' (TRL's own tool loop does not record turn boundaries)")
+        if self.demo_turns_left is not None and self.adapter != 'rollout':
+            raise ValueError("demo_turns_left needs adapter 'rollout' (TRL's own tool loop starts every episode from its first turn)")
         return self
 
 # %% ../nbs/12_rl.ipynb #96cba314
@@ -377,11 +412,13 @@ class CoworkRollout:
                  temperature:float=1.0, seed:int=0,
                  generator:Optional[Callable]=None, # `generator(trainer) -> generate(rows, budgets, envs)`; default: vLLM when the trainer uses it, else `hf_generator`
                  episode_log:Optional[Path]=None, # a JSONL file for the training episodes' records (`episodes.jsonl` in a run)
+                 demo_turns_left:Optional[int]=None, # start each episode from the oracle's with this many tool-calling turns left (`play_demo_prefix`)
                 ):
         self.specs = {s.id: _capped(s, turn_slack) for s in specs}
         self.reward, self.safety_penalty, self.pass_threshold = reward, safety_penalty, pass_threshold
         self.max_new_tokens, self.error_rate, self.temperature, self.seed = max_new_tokens, error_rate, temperature, seed
         self.generator, self.calls, self.episode_log, self._resumed = generator, 0, episode_log, False
+        self.demo_turns_left = demo_turns_left
 
     def env(self, spec_id:str) -> CoworkEnv:
         if spec_id not in self.specs: raise KeyError(f"rollout: prompt {spec_id!r} is not the id of a training spec")
@@ -423,7 +460,8 @@ class CoworkRollout:
         window = getattr(model.config, 'max_position_embeddings', None) or 8192
         try:
             eps = run_token_episodes(envs, tok, self._generate(trainer, tok), self.max_new_tokens,
-                                     trainer.max_completion_length, window, seeds=seeds)
+                                     trainer.max_completion_length, window, seeds=seeds,
+                                     demo_turns_left=self.demo_turns_left)
         finally:
             model.train(was_training)
             self.calls += 1
@@ -447,7 +485,8 @@ def log_episode_metrics(recs:Sequence[dict], log_metric:Callable) -> None:
                  'cowork/check_events': sum(len(r.get('events', ())) for r in recs) / n,  # what turn credit reads
                  'cowork/tool_calls': calls / n, 'cowork/tool_failure_rate': sum(r['tool_failures'] for r in recs) / calls if calls else 0.0,
                  'cowork/turns': sum(r['turns'] for r in recs) / n,
-                 'cowork/length_ended': sum(r['end_reason'] == 'length' for r in recs) / n}.items():
+                 'cowork/length_ended': sum(r['end_reason'] == 'length' for r in recs) / n,
+                 'cowork/prefix_turns': sum(r.get('prefix_turns', 0) for r in recs) / n}.items():
         log_metric(k, float(v))
 
 def cowork_reward(prompts=None, completions=None, cowork=None, log_metric=None, **kwargs) -> list[float]:
@@ -657,7 +696,8 @@ def rl_trainer(cfg:RLSettings, # a validated config (`load_rl_config`)
     cls = cowork_grpo_trainer()
     if cfg.adapter == 'rollout':
         ro = CoworkRollout(specs, cfg.reward, cfg.safety_penalty, cfg.pass_threshold, cfg.max_new_tokens, cfg.turn_slack,
-                           cfg.error_rate, cfg.temperature, cfg.seed, generator=generator, episode_log=out/'episodes.jsonl')
+                           cfg.error_rate, cfg.temperature, cfg.seed, generator=generator, episode_log=out/'episodes.jsonl',
+                           demo_turns_left=cfg.demo_turns_left)
         trainer = cls(reward_funcs=[cowork_reward], train_dataset=Dataset.from_list([{'prompt': s.id} for s in specs]),
                       rollout_func=ro, **common)
     else:
