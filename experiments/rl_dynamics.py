@@ -336,18 +336,21 @@ def episode_events(out:Path, specs_dir:Path|None=None):
 
 
 def episode_steps(out:Path, specs_dir:Path|None=None):
-    """Per run and step, from `episodes.jsonl`: episodes, mean reward, score and completion, the share with a safety
-    violation, tool calls per episode, and the check events per episode by what they did (a completion check met, a
-    completion check undone, a safety or gate check violated, one restored): what each GRPO step could learn from."""
+    """Per run and step, from `episodes.jsonl`: the spec(s) drawn, episodes, mean reward, score and completion (and the
+    demonstration prefix's completion, for `demo_turns_left` runs), the share with a safety violation, tool calls per
+    episode, and the check events per episode by what they did (a completion check met, a completion check undone, a
+    safety or gate check violated, one restored): what each GRPO step could learn from."""
     import pandas as pd
     eps = training_episodes(out)
     if not eps: return pd.DataFrame()
     e = pd.DataFrame(eps)
     ev = episode_events(out, specs_dir)
     g = e.groupby(['run', 'step'])
-    t = pd.DataFrame({'episodes': g.size(), 'reward': g.reward.mean(), 'score': g.score.mean(),
-                      'completion': g.completion.mean(), 'safety violated': g.safety_violated.mean(),
-                      'tool calls': g.tool_calls.mean()})
+    t = pd.DataFrame({'spec': g.spec_id.agg(lambda s: ', '.join(sorted(set(s)))), 'episodes': g.size(),
+                      'reward': g.reward.mean(), 'score': g.score.mean(), 'completion': g.completion.mean(),
+                      'safety violated': g.safety_violated.mean(), 'tool calls': g.tool_calls.mean()})
+    if 'prefix_completion' in e:  # runs that started from a demonstration (`demo_turns_left`): what the prefix had done
+        t.insert(4, 'prefix completion', g.prefix_completion.mean())
     guard = ev.kind.isin(['safety', 'gate'])  # checks that hold until broken; completion checks are met by acting
     what = {'met': ~guard & ev.passed, 'undone': ~guard & ~ev.passed, 'violated': guard & ~ev.passed, 'restored': guard & ev.passed}
     for name, m in what.items():

@@ -422,9 +422,23 @@ def test_episode_events_and_steps(tmp_path):
     assert ev.kind.tolist() == ['safety', 'completion', 'completion', 'completion', 'safety', 'safety']
     assert ev.episode.tolist() == [0, 2, 2, 2, 3, 3] and ev.weight.tolist() == [w[guard], w[done], w[done], w[done], w[guard], w[guard]]
     st = rd.episode_steps(tmp_path).set_index('step')
+    assert st.spec.tolist() == [spec.id, spec.id] and 'prefix completion' not in st
     assert st.episodes.tolist() == [2, 2] and st.reward.tolist() == [0.0, 0.25] and st['safety violated'].tolist() == [0.5, 0.5]
     assert st['events: violated'].tolist() == [0.5, 0.5] and st['events: restored'].tolist() == [0.0, 0.5]
     assert st['events: met'].tolist() == [0.0, 1.0] and st['events: undone'].tolist() == [0.0, 0.5]
     # without the specs the kinds are unknown ('?', counted with the completion checks); a run without a log has no rows
     assert set(rd.episode_events(tmp_path, specs_dir=tmp_path / "nowhere").kind) == {'?'}
     assert rd.episode_events(tmp_path / "empty").empty and rd.episode_steps(tmp_path / "empty").empty
+
+
+def test_episode_steps_show_the_demonstration_prefix(tmp_path):
+    "Runs that start from a demonstration (`demo_turns_left`) log the prefix's completion; per step it sits beside the episode's."
+    run = tmp_path / "runs" / "score_trajectory_s0"
+    run.mkdir(parents=True)
+    ep = lambda step, spec, pre, done: json.dumps(dict(step=step, spec_id=spec, reward=done, score=done, completion=done,
+                                                       safety_violated=False, tool_calls=1, events=[], weights={},
+                                                       prefix_turns=3, prefix_completion=pre))
+    (run / "episodes.jsonl").write_text("\n".join([ep(1, "a", 0.5, 0.5), ep(1, "a", 0.5, 1.0), ep(2, "b", 0.8, 0.8)]) + "\n")
+    st = rd.episode_steps(tmp_path, specs_dir=tmp_path).set_index('step')
+    assert st.spec.tolist() == ["a", "b"] and st['prefix completion'].tolist() == [0.5, 0.8]
+    assert st.completion.tolist() == [0.75, 0.8] and list(st.columns[:6]) == ['run', 'spec', 'episodes', 'reward', 'score', 'prefix completion']
